@@ -1,0 +1,75 @@
+import { AgentOptionsError, type ModelRef } from '../contracts';
+import {
+  AGENT_OPTION_DEFAULTS,
+  type AgentModuleOptions,
+  type ResolvedAgentOptions,
+} from './agent.options';
+
+/** Parses `'model'` or `'provider/model'` into a `ModelRef`. */
+export function parseModelRef(value: string | ModelRef): ModelRef {
+  if (typeof value !== 'string') return { ...value };
+  const slash = value.indexOf('/');
+  return slash > 0
+    ? { provider: value.slice(0, slash), model: value.slice(slash + 1) }
+    : { model: value };
+}
+
+function integer(name: string, value: unknown, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new AgentOptionsError(
+      `AgentModule option "${name}" must be an integer >= ${min}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+function port(name: string, value: unknown, methods: string[]): void {
+  if (value === undefined) return;
+  const missing = methods.filter((m) => typeof (value as any)?.[m] !== 'function');
+  if (missing.length) {
+    throw new AgentOptionsError(
+      `AgentModule option "${name}" is missing method(s): ${missing.join(', ')}`,
+    );
+  }
+}
+
+/** Validates the options and applies defaults; throws `AgentOptionsError` naming the option. */
+export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedAgentOptions {
+  const d = AGENT_OPTION_DEFAULTS;
+  const contextWindow = integer('contextWindow', options.contextWindow, 256) ?? d.contextWindow;
+  const maxOutputTokens =
+    integer('maxOutputTokens', options.maxOutputTokens, 1) ?? d.maxOutputTokens;
+  const tokenBudget = integer('tokenBudget', options.tokenBudget, 1);
+  if (options.systemPrompt !== undefined && typeof options.systemPrompt !== 'string') {
+    throw new AgentOptionsError('AgentModule option "systemPrompt" must be a string');
+  }
+  let defaultModel: ModelRef | undefined;
+  if (options.defaultModel !== undefined) {
+    defaultModel = parseModelRef(options.defaultModel);
+    if (!defaultModel.model) {
+      throw new AgentOptionsError('AgentModule option "defaultModel" must name a model');
+    }
+  }
+  port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
+  (options.providers ?? []).forEach((p, i) => port(`providers[${i}]`, p, ['capabilities', 'chat']));
+  port('sessionStore', options.sessionStore, ['get', 'ensure', 'update', 'generationOf']);
+  port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
+  port('messageArchive', options.messageArchive, ['append']);
+  return {
+    contextWindow,
+    maxOutputTokens,
+    tokenBudget,
+    defaultModel,
+    maxToolIterations:
+      integer('maxToolIterations', options.maxToolIterations, 0) ?? d.maxToolIterations,
+    historyLimit: integer('historyLimit', options.historyLimit, 0) ?? d.historyLimit,
+    systemPrompt: options.systemPrompt ?? d.systemPrompt,
+    modelCapabilities: options.modelCapabilities ?? {},
+    providers: options.providers ?? [],
+    toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 1) ?? d.toolTimeoutMs,
+    shutdownTimeoutMs:
+      integer('shutdownTimeoutMs', options.shutdownTimeoutMs, 0) ?? d.shutdownTimeoutMs,
+    selfId: options.selfId,
+  };
+}

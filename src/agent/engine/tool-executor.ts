@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import {
+  WellKnownMetadataKeys as K,
+  type ModelMessage,
+  type NewMessage,
+  type ToolAfterContext,
+  type ToolBeforeContext,
+  type ToolCall,
+  type ToolCallContext,
+} from '../../contracts';
+import { toolError, type ToolResult } from '../tools';
+import type { TurnDeps } from './turn-deps';
+import type { TurnState } from './turn-state';
+
+/** One executed call: what goes back to the model and what is persisted. */
+interface ExecutedCall {
+  call: ToolCall;
+  callId: string;
+  result: string;
+  metadata: Record<string, unknown>;
+}
+
+/**
+ * Runs the tool calls of one model answer in parallel and persists the group (the assistant
+ * message with its calls and one result per call, in call order) atomically with the turn id
+ * and each call's `callId` (P1). Unknown tools, invalid arguments, thrown errors and timeouts
+ * become results that say so. Returns the messages to append to the working list.
+ */
+export async function runToolCalls(
+  deps: TurnDeps,
+  state: TurnState,
+  assistant: { content: string; reasoningContent?: string; toolCalls: ToolCall[] },
+): Promise<ModelMessage[]> {
+  const executed = await Promise.all(assistant.toolCalls.map((call) => runOne(deps, state, call)));
+  const turnId = state.turn.id;
+  const assistantMeta: Record<string, unknown> = { [K.TurnId]: turnId };
+  if (state.isRoom && assistant.content.trim()) assistantMeta[K.Sent] = false;
+  const group: NewMessage[] = [
+    {
+      sessionId: state.sessionId,
+      role: 'assistant',
+      content: assistant.content,
+      toolCalls: assistant.toolCalls,
+      ...(assistant.reasoningContent ? { reasoningContent: assistant.reasoningContent } : {}),
+      metadata: assistantMeta,
+    },
+    ...executed.map(
+      (e): NewMessage => ({
+        sessionId: state.sessionId,
+        role: 'tool',
+        content: e.result,
+        toolCallId: e.call.id,
+        metadata: { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId },
+      }),
+    ),
+  ];
+  await deps.archive.append(group);
+  state.persistedAny = true;
+  state.historyAdded += group.length;
+  return group.map((m) => ({
+    role: m.role,
+    content: m.content,
+    ...(m.toolCalls ? { toolCalls: m.toolCalls } : {}),
+    ...(m.toolCallId ? { toolCallId: m.toolCallId } : {}),
+    ...(m.reasoningContent ? { reasoningContent: m.reasoningContent } : {}),
+    metadata: { turnId },
+  }));
+}
+
+async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise<ExecutedCall> {
+  const callId = randomUUID();
+  const lead = state.lead;
+  const context: ToolCallContext = {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    callId,
+    userId: lead.actor?.userId ?? lead.userId,
+    platform: lead.actor?.platform ?? lead.platform,
+    actor: lead.actor,
+    source: lead.source,
+    acceptsImages: state.acceptsImages,
+    signal: state.turn.signal,
+  };
+  const parsed = parseArguments(call.function.arguments);
+  const before: ToolBeforeContext = {
+    name: call.function.name,
+    args: parsed.args,
+    toolCallContext: context,
+  };
+  // tool:before may rewrite name/args or refuse (not call next); invalid arguments never run.
+  const reached = parsed.error ? false : await deps.hooks.run('agent:tool:before', before);
+  deps.events.emit('tool:execute', {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    callId,
+    name: before.name,
+    phase: 'start',
+    args: before.args,
+  });
+  const outcome: ToolResult = parsed.error
+    ? toolError(parsed.error)
+    : reached
+      ? await deps.tools.execute(before.name, before.args, context)
+      : toolError(`The call to "${before.name}" was refused`);
+  const after: ToolAfterContext = {
+    name: before.name,
+    args: before.args,
+    result: outcome.content,
+    ok: outcome.ok,
+    toolCallContext: context,
+    metadata: {},
+  };
+  await deps.hooks.run('agent:tool:after', after);
+  deps.events.emit('tool:execute', {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    callId,
+    name: after.name,
+    phase: 'end',
+    ok: after.ok,
+    result: after.result,
+  });
+  return { call, callId, result: after.result, metadata: after.metadata };
+}
+
+function parseArguments(text: string): { args: unknown; error?: string } {
+  if (!text.trim()) return { args: {} };
+  try {
+    const args: unknown = JSON.parse(text);
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+      return { args, error: 'Tool arguments must be a JSON object' };
+    }
+    return { args };
+  } catch {
+    return { args: text, error: `Tool arguments are not valid JSON: ${text.slice(0, 200)}` };
+  }
+}

@@ -1,0 +1,123 @@
+import {
+  ControlKinds,
+  WellKnownMetadataKeys as K,
+  type NewMessage,
+  type TurnOutcome,
+  type TurnRecord,
+} from '../../contracts';
+import type { FinalReply } from './reply-finaliser';
+import type { TurnDeps } from './turn-deps';
+import type { TurnState } from './turn-state';
+
+/** How the body of a turn ended, before bookkeeping. */
+export interface TurnEnding {
+  outcome: TurnOutcome;
+  reply?: string;
+  /** The one-sentence notice sent to the session on `error` (also the `error` field). */
+  notice?: string;
+}
+
+/** The turn record (P4, I7): outcome, source, error; `by` for a person's stop. */
+export function turnRecord(state: TurnState, ending: TurnEnding): TurnRecord {
+  const record: TurnRecord = { outcome: ending.outcome };
+  if (state.turn.source !== undefined) record.source = state.turn.source;
+  if (ending.notice) record.error = ending.notice;
+  if (ending.outcome === 'aborted' && state.turn.stop?.by) record.by = state.turn.stop.by;
+  return record;
+}
+
+/**
+ * Persists the final reply with its P1 metadata and the turn record (P4), then sends it as
+ * `outbound:message` with the turn id. Replied is "persisted after the last model call" (H4).
+ */
+export async function deliverReply(
+  deps: TurnDeps,
+  state: TurnState,
+  reply: FinalReply,
+): Promise<void> {
+  const lead = state.lead;
+  const ref = state.model!.ref;
+  const tokens = { prompt: state.promptTokens, completion: state.completionTokens };
+  const metadata: Record<string, unknown> = {
+    [K.TurnId]: state.turn.id,
+    [K.TurnRecord]: turnRecord(state, { outcome: 'replied' }),
+    [K.Model]: ref,
+    [K.Tokens]: tokens,
+  };
+  const optional: [string, unknown][] = [
+    [K.Platform, lead.platform],
+    [K.SelfId, deps.options.selfId],
+    [K.GroupId, lead.groupId],
+    [K.SessionKind, lead.sessionKind ?? state.settings?.kind],
+    [K.VisibleContent, reply.visibleContent],
+  ];
+  for (const [key, value] of optional) if (value !== undefined) metadata[key] = value;
+  const reasoning = state.reasoning.join('\n---\n') || undefined;
+  await deps.archive.append([
+    {
+      sessionId: state.sessionId,
+      role: 'assistant',
+      content: reply.stored,
+      ...(reasoning ? { reasoningContent: reasoning } : {}),
+      metadata,
+    },
+  ]);
+  deps.events.emit('outbound:message', {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    content: reply.visible,
+    source: 'agent',
+    platform: lead.platform,
+    ...(reasoning ? { reasoningContent: reasoning } : {}),
+    model: ref,
+    tokens,
+  });
+}
+
+/**
+ * For a turn without a persisted reply: the stop marker (P5) when the aborted turn already has
+ * inputs or tool groups in history, then the event marker carrying the turn record (P4), in one
+ * atomic write.
+ */
+export async function persistMarkers(
+  deps: TurnDeps,
+  state: TurnState,
+  ending: TurnEnding,
+): Promise<void> {
+  const turnId = state.turn.id;
+  const markers: NewMessage[] = [];
+  if (ending.outcome === 'aborted' && state.persistedAny) {
+    const by = state.turn.stop?.by;
+    markers.push({
+      sessionId: state.sessionId,
+      role: 'system',
+      kind: ControlKinds.TurnStopped,
+      content: by
+        ? `[The previous turn was stopped by ${by.platform}:${by.userId} before it finished; the messages above it were not answered.]`
+        : '[The previous turn was stopped before it finished; the messages above it were not answered.]',
+      metadata: { [K.TurnId]: turnId, ...(by ? { [K.StoppedBy]: by } : {}) },
+    });
+  }
+  markers.push({
+    sessionId: state.sessionId,
+    role: 'system',
+    kind: ControlKinds.EventMarker,
+    content: '',
+    metadata: { [K.TurnId]: turnId, [K.TurnRecord]: turnRecord(state, ending) },
+  });
+  await deps.archive.append(markers);
+}
+
+/** Sends the turn's stream-end marker, once (I9). */
+export function endStream(deps: TurnDeps, state: TurnState): void {
+  if (state.streamEnded) return;
+  state.streamEnded = true;
+  deps.events.emit('outbound:stream', { sessionId: state.sessionId, turnId: state.turn.id, done: true });
+}
+
+/** One sentence for the `[error]` notice: what failed, no stack trace. */
+export function errorNotice(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const firstLine = (message.split('\n')[0] || 'unknown error').trim().slice(0, 300);
+  return `[error] The turn failed: ${firstLine.replace(/[.\s]+$/, '')}.`;
+}

@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import type { AbortOptions, DropReason, IncomingMessage, Settlement } from '../../contracts';
+import { HoldTable } from './holds';
+import { SessionLane, type LaneInput } from './session-lane';
+import { Turn, type PendingInput, type TurnResult } from './turn';
+import type { LaneHandle, TurnDeps } from './turn-deps';
+import { archivedInput } from './turn-state';
+import type { TurnRunner } from './turn-runner';
+
+/** What happens to inputs dropped from a lane. */
+interface DropPlan {
+  inputs: PendingInput[];
+  reason: DropReason;
+  /** Archive them without turn id (abort with `queued`, shutdown) or not (clearing, deletion). */
+  archive: boolean;
+}
+
+/**
+ * Carries out the lanes' decisions: one lane per active session (gone when idle), at most one
+ * running turn per session, sessions in parallel (S2, I1). Owns abort (S3), the stop-and-drop of
+ * clearing, deletion and shutdown (S4, S7, S9), and `agent:queue` (S8).
+ */
+export class TurnScheduler {
+  private readonly logger = new Logger('TurnScheduler');
+  private readonly lanes = new Map<string, SessionLane<PendingInput>>();
+  private readonly turns = new Map<string, Turn>();
+  /** Inputs to archive/settle once the running turn of a session has settled (I6). */
+  private readonly afterTurn = new Map<string, DropPlan[]>();
+  /** Waiting list last announced per session, as arrival numbers. */
+  private readonly announced = new Map<string, string>();
+  private seq = 0;
+
+  constructor(
+    private readonly deps: TurnDeps,
+    private readonly runner: TurnRunner,
+    readonly holds: HoldTable,
+  ) {}
+
+  /** Hands a preprocessed input to its session's lane (synchronous). */
+  enter(input: PendingInput): void {
+    const sessionId = input.message.sessionId;
+    let lane = this.lanes.get(sessionId);
+    if (!lane) this.lanes.set(sessionId, (lane = new SessionLane<PendingInput>()));
+    lane.arrive({ seq: ++this.seq, source: input.message.source, payload: input });
+    this.pump(sessionId);
+    this.announce(sessionId);
+  }
+
+  /** The session's waiting inputs in arrival order (S8). */
+  waiting(sessionId: string): IncomingMessage[] {
+    return (this.lanes.get(sessionId)?.waitingInputs() ?? []).map((i) => i.payload.message);
+  }
+
+  /** The running turn's id, if any. */
+  runningTurnId(sessionId: string): string | undefined {
+    const turn = this.turns.get(sessionId);
+    return turn && !turn.ended ? turn.id : undefined;
+  }
+
+  /** Sessions with a lane (running or waiting). */
+  activeSessions(): string[] {
+    return [...this.lanes.keys()];
+  }
+
+  /** S3 / I5: stops the running turn when `turnId` matches; `queued` drops the waiting ones. */
+  abort(sessionId: string, options: AbortOptions = {}): boolean {
+    const turn = this.turns.get(sessionId);
+    if (!turn || turn.ended) return false;
+    if (options.turnId !== undefined && options.turnId !== turn.id) return false;
+    turn.abort({ by: options.by, reason: options.reason });
+    if (options.queued) this.dropWaiting(sessionId, 'aborted', true);
+    return true;
+  }
+
+  /**
+   * Stops the session's running turn (no `by`) and drops its waiting inputs, then resolves once
+   * the turn has settled. Clearing and deletion do not archive what they drop; shutdown does.
+   */
+  async stopSession(sessionId: string, reason: DropReason, why?: string): Promise<void> {
+    const turn = this.turns.get(sessionId);
+    this.dropWaiting(sessionId, reason, reason === 'shutdown');
+    if (turn && !turn.ended) turn.abort({ reason: why ?? reason });
+    if (turn) await turn.settled.promise;
+  }
+
+  /** Opens turns that were waiting for a hold to be released. */
+  pumpAll(): void {
+    for (const sessionId of [...this.lanes.keys()]) {
+      this.pump(sessionId);
+      this.announce(sessionId);
+    }
+  }
+
+  /** Drops every waiting input of the session now or after its running turn (I6). */
+  private dropWaiting(sessionId: string, reason: DropReason, archive: boolean): void {
+    const lane = this.lanes.get(sessionId);
+    const inputs = lane?.dropWaiting().map((i) => i.payload) ?? [];
+    if (!inputs.length) return;
+    this.announce(sessionId);
+    const plan: DropPlan = { inputs, reason, archive };
+    if (this.turns.has(sessionId)) {
+      this.afterTurn.set(sessionId, [...(this.afterTurn.get(sessionId) ?? []), plan]);
+    } else {
+      void this.carryOut(plan);
+    }
+  }
+
+  /** Archives dropped inputs without turn id when asked, then settles them (I9: a stream end each). */
+  private async carryOut(plan: DropPlan): Promise<void> {
+    if (plan.archive) {
+      try {
+        await this.deps.archive.append(plan.inputs.map((p) => archivedInput(p.message)));
+      } catch (error) {
+        this.logger.error(`Could not archive ${plan.inputs.length} dropped input(s): ${String(error)}`);
+      }
+    }
+    for (const p of plan.inputs) {
+      this.deps.events.emit('outbound:stream', { sessionId: p.message.sessionId, done: true });
+      p.settlement.resolve({ settled: 'dropped', reason: plan.reason });
+    }
+  }
+
+  private pump(sessionId: string): void {
+    const lane = this.lanes.get(sessionId);
+    if (!lane || lane.running || this.holds.isHeld(sessionId)) return;
+    const turnId = randomUUID();
+    const opened = lane.openNext(turnId);
+    if (opened) this.start(sessionId, turnId, lane, opened);
+    else if (lane.idle) this.lanes.delete(sessionId);
+  }
+
+  private start(
+    sessionId: string,
+    turnId: string,
+    lane: SessionLane<PendingInput>,
+    opened: LaneInput<PendingInput>[],
+  ): void {
+    const turn = new Turn(turnId, sessionId, opened[0].source);
+    for (const input of opened) turn.add(input.payload);
+    this.turns.set(sessionId, turn);
+    const handle: LaneHandle = {
+      takePending: () => {
+        const taken = lane.takePending(turnId).map((i) => i.payload);
+        if (taken.length) this.announce(sessionId);
+        return taken;
+      },
+      closeInsertions: () => lane.closeInsertions(turnId),
+    };
+    this.runner.run(turn, handle).then(
+      (result) => this.settle(turn, lane, result),
+      (error: unknown) => this.settle(turn, lane, { outcome: 'error', error: String(error) }),
+    );
+  }
+
+  private async settle(turn: Turn, lane: SessionLane<PendingInput>, result: TurnResult): Promise<void> {
+    turn.ended = true;
+    const settlement: Settlement =
+      result.outcome === 'blocked'
+        ? { settled: 'dropped', reason: 'blocked' }
+        : {
+            settled: 'turn',
+            turnId: turn.id,
+            outcome: result.outcome,
+            ...(result.reply ? { reply: result.reply } : {}),
+            ...(result.error ? { error: result.error } : {}),
+          };
+    for (const member of turn.members) member.settlement.resolve(settlement);
+    const plans = this.afterTurn.get(turn.sessionId) ?? [];
+    this.afterTurn.delete(turn.sessionId);
+    for (const plan of plans) await this.carryOut(plan);
+    lane.settle(turn.id);
+    this.turns.delete(turn.sessionId);
+    turn.settled.resolve(result);
+    this.pump(turn.sessionId);
+    this.announce(turn.sessionId);
+  }
+
+  /** Emits `agent:queue` when the waiting list changed since the last announcement (S8). */
+  private announce(sessionId: string): void {
+    const waiting = this.lanes.get(sessionId)?.waitingInputs() ?? [];
+    const key = waiting.map((i) => i.seq).join(',');
+    if ((this.announced.get(sessionId) ?? '') === key) return;
+    if (key) this.announced.set(sessionId, key);
+    else this.announced.delete(sessionId);
+    this.deps.events.emit('agent:queue', {
+      sessionId,
+      waiting: waiting.map((i) => i.payload.message),
+    });
+  }
+}

@@ -1,0 +1,105 @@
+import type {
+  IncomingMessage,
+  ModelMessage,
+  SessionSettings,
+  TurnEntry,
+  NewMessage,
+} from '../../contracts';
+import { WellKnownMetadataKeys as K } from '../../contracts';
+import type { ResolvedModel } from '../../llm';
+import { TURN_INPUT_FLAG } from '../../prompt';
+import type { Turn } from './turn';
+
+/** Everything a running turn accumulates; owned by one turn runner call. */
+export class TurnState {
+  model?: ResolvedModel;
+  settings?: SessionSettings;
+  /** The list the model calls are built from; grows with tool groups and joined inputs. */
+  working: ModelMessage[] = [];
+  /** `countHistory` after the opening inputs were archived (U5). */
+  historyBase = 0;
+  /** Tool-call messages, tool results and joined inputs appended so far (I15). */
+  historyAdded = 0;
+  /** Sticky for the turn once a hard trim happened (U3). */
+  trimmed = false;
+  /** Untrimmed history + tool results estimate of the first call (U4). */
+  untrimmedHistory?: number;
+  /** Whether inputs or tool groups of this turn are persisted (P5). */
+  persistedAny = false;
+  /** Prompt tokens of the last call and completion tokens of all calls. */
+  promptTokens = 0;
+  completionTokens = 0;
+  reasoning: string[] = [];
+  streamEnded = false;
+
+  constructor(readonly turn: Turn) {}
+
+  get sessionId(): string {
+    return this.turn.sessionId;
+  }
+
+  /** The first input: platform, kind and group of the turn. */
+  get lead(): IncomingMessage {
+    return this.turn.inputs[0].message;
+  }
+
+  get platform(): string | undefined {
+    return this.lead.platform;
+  }
+
+  /** Rooms persist unsent drafts with `sent: false` (P2, I4). */
+  get isRoom(): boolean {
+    return (this.lead.sessionKind ?? this.settings?.kind) === 'room';
+  }
+
+  get acceptsImages(): boolean {
+    return this.model?.capabilities.vision ?? false;
+  }
+
+  /** U5: the history count of the next `token:usage`. */
+  get historyMessages(): number {
+    return this.historyBase + this.historyAdded;
+  }
+}
+
+/** The persisted form of an input (P3): with turn id and entry when it entered a turn. */
+export function archivedInput(
+  message: IncomingMessage,
+  entry?: { turnId: string; entry: TurnEntry },
+): NewMessage {
+  const metadata: Record<string, unknown> = { ...message.metadata };
+  const copy: [string, unknown][] = [
+    [K.UserId, message.userId],
+    [K.Nickname, message.nickname],
+    [K.Platform, message.platform],
+    [K.Source, message.source],
+    [K.Actor, message.actor],
+    [K.MessageId, message.messageId],
+    [K.GroupId, message.groupId],
+    [K.SessionKind, message.sessionKind],
+    [K.Attachments, message.attachments],
+  ];
+  for (const [key, value] of copy) if (value !== undefined) metadata[key] = value;
+  if (entry) {
+    metadata[K.TurnId] = entry.turnId;
+    metadata[K.TurnEntry] = entry.entry;
+  }
+  return { sessionId: message.sessionId, role: 'user', content: message.content, metadata };
+}
+
+/** An input as a user message for the model; images only when the model can see them (H2). */
+export function inputToModelMessage(
+  message: IncomingMessage,
+  acceptsImages: boolean,
+  room: boolean,
+): ModelMessage {
+  const speaker = message.nickname ?? message.userId;
+  const content =
+    room && speaker
+      ? `[${speaker}${message.userId && message.nickname ? `(${message.userId})` : ''}]: ${message.content}`
+      : message.content;
+  const out: ModelMessage = { role: 'user', content, metadata: { [TURN_INPUT_FLAG]: true } };
+  const images = (message.attachments ?? []).filter((a) => a.kind === 'image').map((a) => a.data);
+  if (acceptsImages && images.length) out.images = images;
+  return out;
+}

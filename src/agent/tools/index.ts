@@ -1,0 +1,2 @@
+export * from './agent-tool.decorator';
+export * from './tool.registry';

@@ -1,0 +1,124 @@
+import { Injectable } from '@nestjs/common';
+import Ajv, { type ValidateFunction } from 'ajv';
+import type { ToolCallContext, ToolDefinition, ToolSpec } from '../../contracts';
+
+/** The outcome of one tool call; `content` is what the model receives. */
+export interface ToolResult {
+  ok: boolean;
+  content: string;
+}
+
+interface RegisteredTool {
+  spec: ToolSpec;
+  validate: ValidateFunction;
+  owner: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+/** An error result in the shape the model receives: `{"error": "..."}`. */
+export function toolError(message: string): ToolResult {
+  return { ok: false, content: JSON.stringify({ error: message }) };
+}
+
+/**
+ * Tools the model may call. `execute` never throws: unknown tools, invalid arguments, handler
+ * errors, timeouts and aborts come back as error results the model can read.
+ */
+@Injectable()
+export class ToolRegistry {
+  private readonly tools = new Map<string, RegisteredTool>();
+  private readonly ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false });
+
+  /** Registers a tool; returns a function that removes it. Throws on a duplicate name. */
+  register<A = any>(spec: ToolSpec<A>, owner = 'runtime'): () => void {
+    if (!/^[a-zA-Z0-9_-]{1,64}$/.test(spec.name)) {
+      throw new Error(`Tool name "${spec.name}" must match ^[a-zA-Z0-9_-]{1,64}$`);
+    }
+    if (this.tools.has(spec.name)) throw new Error(`Tool "${spec.name}" is registered twice`);
+    let validate: ValidateFunction;
+    try {
+      validate = this.ajv.compile(spec.parameters);
+    } catch (error) {
+      throw new Error(`Tool "${spec.name}" has invalid parameters: ${(error as Error).message}`);
+    }
+    const registered: RegisteredTool = { spec, validate, owner };
+    this.tools.set(spec.name, registered);
+    return () => {
+      if (this.tools.get(spec.name) === registered) this.tools.delete(spec.name);
+    };
+  }
+
+  /** Removes every tool of an owner; returns how many. */
+  removeOwner(owner: string): number {
+    let removed = 0;
+    for (const [name, tool] of this.tools) {
+      if (tool.owner === owner) {
+        this.tools.delete(name);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  /** Whether a tool of that name is registered. */
+  has(name: string): boolean {
+    return this.tools.has(name);
+  }
+
+  /** Definitions of all tools, in registration order, as offered to the model. */
+  definitions(): ToolDefinition[] {
+    return [...this.tools.values()].map(({ spec }) => ({
+      name: spec.name,
+      description: spec.description,
+      parameters: spec.parameters,
+    }));
+  }
+
+  /** Runs a tool call; resolves with its result, never rejects. */
+  async execute(name: string, args: unknown, context: ToolCallContext): Promise<ToolResult> {
+    const tool = this.tools.get(name);
+    if (!tool) return toolError(`Unknown tool "${name}"`);
+    if (!tool.validate(args)) {
+      const details = this.ajv.errorsText(tool.validate.errors, { dataVar: 'arguments' });
+      return toolError(`Invalid arguments for "${name}": ${details}`);
+    }
+    if (context.signal.aborted) return toolError('The turn was stopped before the tool ran');
+    return runWithLimits(tool.spec, args, context);
+  }
+}
+
+async function runWithLimits(
+  spec: ToolSpec,
+  args: unknown,
+  context: ToolCallContext,
+): Promise<ToolResult> {
+  const timeoutMs = spec.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const limits = new Promise<ToolResult>((resolve) => {
+    timer = setTimeout(() => resolve(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)), timeoutMs);
+    onAbort = () => resolve(toolError(`Tool "${spec.name}" was stopped`));
+    context.signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const run = (async (): Promise<ToolResult> => {
+    try {
+      const value = await spec.handler(args, context);
+      return { ok: true, content: stringify(value) };
+    } catch (error) {
+      return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);
+    }
+  })();
+  try {
+    return await Promise.race([run, limits]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) context.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+function stringify(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value === undefined) return '';
+  return JSON.stringify(value);
+}

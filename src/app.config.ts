@@ -1,0 +1,71 @@
+import { randomBytes } from 'node:crypto';
+
+/** The server's configuration, read once from the environment (interface.md section 2). */
+export interface AppConfig {
+  port: number;
+  host: string;
+  adminToken: string;
+  /** Whether the admin token was generated at start (then it is printed once). */
+  adminTokenGenerated: boolean;
+  llm?: { baseURL: string; apiKey?: string; model?: string };
+  db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
+  redisUrl?: string;
+}
+
+/** A configuration error: one line naming the variable. */
+export class ConfigError extends Error {}
+
+function port(env: NodeJS.ProcessEnv): number {
+  const raw = env.PORT ?? '3000';
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value > 65535) {
+    throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${raw}"`);
+  }
+  return value;
+}
+
+function url(name: string, raw: string, protocols: string[]): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return raw;
+}
+
+/** Reads and validates the environment; throws `ConfigError` naming the bad variable. */
+export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  const host = env.HOST ?? '127.0.0.1';
+  if (!host.trim()) throw new ConfigError('HOST must not be empty');
+  const token = env.AGENT_ADMIN_TOKEN;
+  if (token !== undefined && token.length < 16) {
+    throw new ConfigError('AGENT_ADMIN_TOKEN must be at least 16 characters long');
+  }
+  const llmBase = env.LLM_BASE_URL?.trim();
+  const db = env.AGENT_DB?.trim() || './data/agent.sqlite';
+  const redis = env.REDIS_URL?.trim();
+  return {
+    port: port(env),
+    host,
+    adminToken: token ?? randomBytes(24).toString('base64url'),
+    adminTokenGenerated: token === undefined,
+    llm: llmBase
+      ? {
+          baseURL: url('LLM_BASE_URL', llmBase, ['http:', 'https:']),
+          apiKey: env.LLM_API_KEY || undefined,
+          model: env.LLM_MODEL || undefined,
+        }
+      : undefined,
+    db: /^postgres(ql)?:/.test(db)
+      ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
+      : { kind: 'sqlite', file: db },
+    redisUrl: redis ? url('REDIS_URL', redis, ['redis:', 'rediss:']) : undefined,
+  };
+}
+
+/** Injection token of the `AppConfig`. */
+export const APP_CONFIG = Symbol.for('app:config');

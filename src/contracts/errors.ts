@@ -1,0 +1,48 @@
+/** Base class of the errors this library throws on purpose. */
+export class AgentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** An input that is invalid in itself (S1): `handleMessage` rejects with it. */
+export class InvalidInputError extends AgentError {
+  constructor(readonly field: string, reason: string) {
+    super(`Invalid message: ${field} ${reason}`);
+  }
+}
+
+/** The session has no settings (S6). */
+export class SessionNotFoundError extends AgentError {
+  constructor(readonly sessionId: string) {
+    super(`Session "${sessionId}" has no settings`);
+  }
+}
+
+/** A model reference that no provider serves. */
+export class ModelNotFoundError extends AgentError {
+  constructor(readonly ref: { provider?: string; model: string }, available: string[]) {
+    super(
+      `No provider serves model "${ref.provider ? `${ref.provider}/` : ''}${ref.model}"` +
+        (available.length ? ` (available: ${available.slice(0, 5).join(', ')})` : ''),
+    );
+  }
+}
+
+/** Invalid module options; the message names the option. */
+export class AgentOptionsError extends AgentError {}
+
+/** A middleware called `next` more than once. */
+export class NextCalledTwiceError extends AgentError {
+  constructor(readonly hook: string) {
+    super(`A middleware of "${hook}" called next() more than once`);
+  }
+}
+
+/** Raised inside a turn when it was stopped; ends the turn with outcome `aborted`. */
+export class TurnAbortedError extends AgentError {
+  constructor() {
+    super('The turn was stopped');
+  }
+}

@@ -1,0 +1,75 @@
+import type { Message, NewMessage, SessionKind } from './messages';
+import type { ModelRef } from './llm';
+
+/** Per-session settings (C1). Unset fields fall back to the module options. */
+export interface SessionSettings {
+  sessionId: string;
+  model?: ModelRef;
+  /** Deep thinking (reasoning) for this session's model calls. */
+  think?: boolean;
+  maxToolIterations?: number;
+  /** History count limit; 0 = no count limit. */
+  historyLimit?: number;
+  kind?: SessionKind;
+}
+
+/**
+ * Session state the agent reads and writes: settings, generations and model assignment.
+ * Bind your own with `{ provide: SessionStore, useValue: mine }`.
+ */
+export interface SessionStore {
+  get(sessionId: string): Promise<SessionSettings | undefined>;
+  /** Creates the settings when missing (with `defaults`); returns them unchanged otherwise. */
+  ensure(sessionId: string, defaults?: Omit<SessionSettings, 'sessionId'>): Promise<SessionSettings>;
+  /** Changes existing settings; throws `SessionNotFoundError` when there are none. */
+  update(sessionId: string, patch: Omit<SessionSettings, 'sessionId'>): Promise<SessionSettings>;
+  /** Removes the settings (the generation counter is kept). */
+  delete(sessionId: string): Promise<void>;
+  /** The session id's generation: it changes when deletion of the session starts (S7). */
+  generationOf(sessionId: string): Promise<number>;
+  /** Moves the generation on; returns the new one. */
+  advanceGeneration(sessionId: string): Promise<number>;
+  /** Ids of sessions that have settings. */
+  list?(): Promise<string[]>;
+}
+
+/** Injection token of the session store. */
+export const SessionStore = Symbol.for('agent:SessionStore');
+
+/** Options of a history read. */
+export interface HistoryQuery {
+  /**
+   * Number of conversation messages to return, counted from the newest; control-kind messages
+   * among them come along but do not count. 0 or absent = all.
+   */
+  limit?: number;
+}
+
+/** The session's history, as the agent reads it. */
+export interface HistoryStore {
+  /** Active messages in order, oldest first, within `limit` conversation messages. */
+  history(sessionId: string, query?: HistoryQuery): Promise<Message[]>;
+  /** Number of active conversation messages (control kinds excluded). */
+  count(sessionId: string): Promise<number>;
+  /** Removes the history of one session, or of all sessions when `sessionId` is undefined. */
+  clear(sessionId?: string): Promise<void>;
+  /** Deletes exactly the messages that carry this turn id; returns how many. */
+  rollbackTurn(sessionId: string, turnId: string): Promise<number>;
+  /** Removes everything of the session. */
+  deleteSession(sessionId: string): Promise<void>;
+}
+
+/** Injection token of the history store. */
+export const HistoryStore = Symbol.for('agent:HistoryStore');
+
+/** Where the agent persists inputs, tool-call groups, replies and markers. */
+export interface MessageArchive {
+  /**
+   * Persists the messages in order, atomically (a tool-call group is one call). A message with
+   * a `key` already persisted is not written again; the stored one is returned.
+   */
+  append(messages: NewMessage[]): Promise<Message[]>;
+}
+
+/** Injection token of the message archive. */
+export const MessageArchive = Symbol.for('agent:MessageArchive');

@@ -1,0 +1,101 @@
+import { Injectable } from '@nestjs/common';
+import type { HookContextMap, HookMiddleware, HookName } from '../contracts';
+import { compose } from './compose';
+
+/** Options of a hook registration. */
+export interface HookUseOptions {
+  /** Who registered it; `removeOwner(owner)` withdraws all of an owner's registrations. */
+  owner?: string;
+  /** Lower runs first (further out in the onion); ties run in registration order. @default 0 */
+  priority?: number;
+}
+
+interface Registration {
+  fn: HookMiddleware;
+  owner?: string;
+  priority: number;
+  seq: number;
+}
+
+/** The hook key type: the typed names plus any string for hooks declared elsewhere. */
+type AnyHookName = HookName | (string & {});
+type ContextOf<K> = K extends HookName ? HookContextMap[K] : any;
+
+/**
+ * Onion middleware chains by hook name (contract H). `run` awaits every link; a throw propagates
+ * to the caller (a turn ends with outcome `error`). Events are a different API: see `AgentEvents`.
+ */
+@Injectable()
+export class HookRegistry {
+  private readonly chains = new Map<string, Registration[]>();
+  private seq = 0;
+
+  /** Adds a middleware; returns a function that removes it again. */
+  use<K extends AnyHookName>(
+    name: K,
+    fn: HookMiddleware<ContextOf<K>>,
+    options: HookUseOptions = {},
+  ): () => void {
+    const registration: Registration = {
+      fn,
+      owner: options.owner,
+      priority: options.priority ?? 0,
+      seq: this.seq++,
+    };
+    const chain = [...(this.chains.get(name) ?? []), registration].sort(
+      (a, b) => a.priority - b.priority || a.seq - b.seq,
+    );
+    this.chains.set(name, chain);
+    return () => this.remove(name, registration);
+  }
+
+  /**
+   * Runs the chain of `name` around `defaultAction`. Resolves `true` when the default action was
+   * reached, `false` when a middleware did not call `next`. The chain is the one registered when
+   * the run starts.
+   */
+  run<K extends AnyHookName>(
+    name: K,
+    ctx: ContextOf<K>,
+    defaultAction?: (ctx: ContextOf<K>) => Promise<void> | void,
+  ): Promise<boolean> {
+    const chain = this.chains.get(name);
+    if (!chain?.length) {
+      return Promise.resolve(defaultAction?.(ctx)).then(() => true);
+    }
+    return compose(
+      name,
+      chain.map((r) => r.fn),
+      defaultAction,
+    )(ctx);
+  }
+
+  /** Removes every registration of an owner; returns how many. */
+  removeOwner(owner: string): number {
+    let removed = 0;
+    for (const [name, chain] of this.chains) {
+      const kept = chain.filter((r) => r.owner !== owner);
+      removed += chain.length - kept.length;
+      this.setChain(name, kept);
+    }
+    return removed;
+  }
+
+  /** Number of middlewares on a hook, or on all hooks. */
+  count(name?: AnyHookName): number {
+    if (name !== undefined) return this.chains.get(name)?.length ?? 0;
+    let total = 0;
+    for (const chain of this.chains.values()) total += chain.length;
+    return total;
+  }
+
+  private remove(name: string, registration: Registration): void {
+    const chain = this.chains.get(name);
+    if (chain) this.setChain(name, chain.filter((r) => r !== registration));
+  }
+
+  private setChain(name: string, chain: Registration[]): void {
+    if (chain.length) this.chains.set(name, chain);
+    else this.chains.delete(name);
+  }
+}

@@ -1,0 +1,3 @@
+export * from './compose';
+export * from './hook.registry';
+export * from './agent-hook.decorator';

@@ -1,0 +1,2 @@
+export * from './openai-compatible/openai-compatible.provider';
+export * from './model.registry';

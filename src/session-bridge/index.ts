@@ -1,0 +1,2 @@
+export * from './memory/memory-session.store';
+export * from './memory/memory-message.log';

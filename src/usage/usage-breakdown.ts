@@ -1,0 +1,151 @@
+import {
+  isControlKind,
+  USAGE_BUCKETS,
+  type ContributionBucket,
+  type ModelMessage,
+  type TokenUsagePart,
+  type UsageBreakdown,
+} from '../contracts';
+
+/** The seven system sub-buckets a prompt contribution can belong to, in breakdown order. */
+export const CONTRIBUTION_BUCKETS: readonly ContributionBucket[] = [
+  'persona',
+  'memorySummary',
+  'memoryVector',
+  'skills',
+  'platform',
+  'subtask',
+  'systemOther',
+];
+
+/** The bucket one sent message is counted in. */
+export type MessageBucket = ContributionBucket | 'history' | 'toolResults';
+
+/** A bucket that is shown as a row of `parts` (everything but `system` and `reservedForReply`). */
+export type PartBucket = MessageBucket | 'toolDefs';
+
+/** The rows of `parts` in display order, with their labels (U7). */
+export const USAGE_PART_ROWS: ReadonlyArray<{ bucket: PartBucket; label: string }> = [
+  { bucket: 'persona', label: 'Persona' },
+  { bucket: 'skills', label: 'Skills' },
+  { bucket: 'memorySummary', label: 'Memory summary' },
+  { bucket: 'memoryVector', label: 'Memory (retrieved)' },
+  { bucket: 'platform', label: 'Platform' },
+  { bucket: 'subtask', label: 'Subtasks' },
+  { bucket: 'systemOther', label: 'Other system' },
+  { bucket: 'history', label: 'History' },
+  { bucket: 'toolResults', label: 'Tool results' },
+  { bucket: 'toolDefs', label: 'Tool definitions' },
+];
+
+/** Where a message is counted: its bucket and, for a contribution block, its injector key. */
+export interface MessageSlot {
+  bucket: MessageBucket;
+  /** Global key `<module instance id>/<local id>` of the contribution that produced it. */
+  injector?: string;
+}
+
+/** A message as bucketed: a model message, or a history record that carries `kind`. */
+export type BucketableMessage = ModelMessage & { kind?: string };
+
+/** The estimate of a sent list by bucket, with per-injector detail of each bucket. */
+export interface BucketedUsage {
+  breakdown: UsageBreakdown;
+  /** Per bucket: injector global key -> tokens, for buckets where any block had an injector. */
+  injectors: Partial<Record<MessageBucket, Record<string, number>>>;
+}
+
+/** The message's kind: its own `kind`, else `metadata.kind`. */
+function kindOf(message: BucketableMessage): string | undefined {
+  const kind = message.kind ?? message.metadata?.kind;
+  return typeof kind === 'string' ? kind : undefined;
+}
+
+/** Whether a message is bookkeeping (event marker, stop marker, ...), not conversation (U5). */
+export function isControlMessage(message: BucketableMessage): boolean {
+  return isControlKind(kindOf(message));
+}
+
+/**
+ * Conversation messages in a list: every message whose kind is not a control kind (U5, I15).
+ * The agent adds its in-turn tool calls, results and joined inputs on top of this.
+ */
+export function countConversationMessages(messages: readonly BucketableMessage[]): number {
+  let count = 0;
+  for (const message of messages) if (!isControlMessage(message)) count += 1;
+  return count;
+}
+
+/**
+ * The bucket of one sent message (U7): a system message goes to its `metadata.bucket` when that
+ * is a contribution bucket (with `metadata.injector` as its injector), to `history` when it has a
+ * control kind (e.g. a `turn-stopped` marker), else to `systemOther`; tool results go to
+ * `toolResults`; everything else to `history`.
+ */
+export function classifyMessage(message: BucketableMessage): MessageSlot {
+  if (message.role === 'tool') return { bucket: 'toolResults' };
+  if (message.role !== 'system') return { bucket: 'history' };
+  const bucket = message.metadata?.bucket;
+  const injector = message.metadata?.injector;
+  const key = typeof injector === 'string' && injector !== '' ? injector : undefined;
+  if (typeof bucket === 'string' && (CONTRIBUTION_BUCKETS as readonly string[]).includes(bucket)) {
+    return key
+      ? { bucket: bucket as ContributionBucket, injector: key }
+      : { bucket: bucket as ContributionBucket };
+  }
+  if (isControlMessage(message)) return { bucket: 'history' };
+  return key ? { bucket: 'systemOther', injector: key } : { bucket: 'systemOther' };
+}
+
+/** A breakdown with every bucket at 0. */
+export function emptyBreakdown(): UsageBreakdown {
+  return Object.fromEntries(USAGE_BUCKETS.map((bucket) => [bucket, 0])) as UsageBreakdown;
+}
+
+/**
+ * Buckets a sent message list (U7). `count` gives one message's tokens; `toolDefs` is the tool
+ * definitions' estimate and `reservedForReply` the reply reservation (`maxTokens`). `system` is
+ * the sum of the seven system sub-buckets.
+ */
+export function bucketMessages(
+  messages: readonly BucketableMessage[],
+  count: (message: BucketableMessage) => number,
+  toolDefs: number,
+  reservedForReply: number,
+): BucketedUsage {
+  const breakdown = emptyBreakdown();
+  const injectors: BucketedUsage['injectors'] = {};
+  for (const message of messages) {
+    const tokens = count(message);
+    const slot = classifyMessage(message);
+    breakdown[slot.bucket] += tokens;
+    if (slot.injector) {
+      const row = (injectors[slot.bucket] ??= {});
+      row[slot.injector] = (row[slot.injector] ?? 0) + tokens;
+    }
+  }
+  breakdown.system = CONTRIBUTION_BUCKETS.reduce((sum, bucket) => sum + breakdown[bucket], 0);
+  breakdown.toolDefs = toolDefs;
+  breakdown.reservedForReply = reservedForReply;
+  return { breakdown, injectors };
+}
+
+/** The estimated prompt tokens of a breakdown: system + history + tool results + tool definitions (U2). */
+export function estimatedPromptTokens(breakdown: UsageBreakdown): number {
+  return breakdown.system + breakdown.history + breakdown.toolResults + breakdown.toolDefs;
+}
+
+/**
+ * The display rows of a bucketed estimate (U7): display order, zero rows omitted, no reply
+ * reservation; a row carries `injectors` (global key -> tokens) when any of its blocks had one.
+ */
+export function usageParts(usage: BucketedUsage): TokenUsagePart[] {
+  const parts: TokenUsagePart[] = [];
+  for (const { bucket, label } of USAGE_PART_ROWS) {
+    const tokens = usage.breakdown[bucket];
+    if (!tokens) continue;
+    const injectors = bucket === 'toolDefs' ? undefined : usage.injectors[bucket];
+    parts.push(injectors ? { label, tokens, injectors: { ...injectors } } : { label, tokens });
+  }
+  return parts;
+}

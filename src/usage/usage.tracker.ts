@@ -1,0 +1,178 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type {
+  ModelMessage,
+  ToolDefinition,
+  TokenUsageEvent,
+  UsageBreakdown,
+  UsageBucket,
+} from '../contracts';
+import type { TokenEncoding } from './encoding';
+import { TokenEstimator } from './token-estimator';
+import { bucketMessages, estimatedPromptTokens, usageParts } from './usage-breakdown';
+
+/** What `UsageTracker.buildEvent` needs to describe one model call (or a snapshot). */
+export interface UsageEventInput {
+  sessionId: string;
+  /** Absent for `token:request` snapshots (T2). */
+  turnId?: string;
+  platform?: string;
+  /** The message list as sent to the model (after trimming and `agent:llm:before`). */
+  messages: readonly ModelMessage[];
+  /** The tool definitions sent with it. */
+  tools: readonly ToolDefinition[];
+  encoding: TokenEncoding;
+  contextWindow: number;
+  maxTokens: number;
+  tokenBudget: number;
+  /** Prompt tokens the provider reported for the call; ignored unless a positive finite number. */
+  reportedPromptTokens?: number;
+  /** U3; decided by the caller. */
+  trimmed: boolean;
+  /** U4: history + tool results before any hard trim. @default history + toolResults of `messages` */
+  untrimmedHistory?: number;
+  /** U5 / I15; counted by the caller. */
+  historyMessages: number;
+  /** U6: the session's history count limit (0 = none). */
+  historyLimit: number;
+}
+
+/** Usage levels of the throttled log, by `usageRatio`: >= .85, >= .7, >= .5, below. */
+export const USAGE_LEVELS = ['OK', 'INFO', 'WARN', 'CRITICAL'] as const;
+
+/** A usage level name. */
+export type UsageLevel = (typeof USAGE_LEVELS)[number];
+
+/** Every this many events of a session the log line is written even if the level did not change. */
+export const USAGE_LOG_EVERY = 10;
+
+/** Most sessions whose log state is kept; the oldest is forgotten beyond this. */
+const MAX_LOG_SESSIONS = 10_000;
+
+/** The level index (0 OK .. 3 CRITICAL) of a usage ratio. */
+export function usageLevel(ratio: number): 0 | 1 | 2 | 3 {
+  if (ratio >= 0.85) return 3;
+  if (ratio >= 0.7) return 2;
+  if (ratio >= 0.5) return 1;
+  return 0;
+}
+
+/** Buckets that are real shares of the prompt (no `system` total, no reply reservation). */
+const SHARE_BUCKETS: readonly UsageBucket[] = [
+  'persona',
+  'memorySummary',
+  'memoryVector',
+  'skills',
+  'platform',
+  'subtask',
+  'systemOther',
+  'history',
+  'toolResults',
+  'toolDefs',
+];
+
+/** The `n` largest non-zero prompt shares of a breakdown, largest first. */
+export function topBuckets(breakdown: UsageBreakdown, n = 3): Array<[UsageBucket, number]> {
+  return SHARE_BUCKETS.map((bucket): [UsageBucket, number] => [bucket, breakdown[bucket]])
+    .filter(([, tokens]) => tokens > 0)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n);
+}
+
+/**
+ * Builds `token:usage` events (U2-U7) from the list as sent, and writes a throttled usage log.
+ * `buildEvent` is synchronous so the agent can emit the event as soon as a call returns (I12).
+ */
+@Injectable()
+export class UsageTracker {
+  private readonly logger = new Logger(UsageTracker.name);
+  private readonly logState = new Map<string, { count: number; lastLevel: number }>();
+
+  /** @param estimator counts (and caches) message and tool tokens. */
+  constructor(private readonly estimator: TokenEstimator) {}
+
+  /**
+   * The usage event of one model call or snapshot. `used` is the provider's prompt tokens when
+   * reported as a positive finite number, else the estimate (U2); `usageRatio = used /
+   * contextWindow` (0 when the window is not positive); `untrimmedHistory` defaults to history +
+   * tool results (U4); `breakdown` and `parts` are computed from the list as sent (U7).
+   */
+  buildEvent(input: UsageEventInput): TokenUsageEvent {
+    const { encoding } = input;
+    const usage = bucketMessages(
+      input.messages,
+      (message) => this.estimator.countMessage(message, encoding),
+      this.estimator.countTools(input.tools, encoding),
+      input.maxTokens,
+    );
+    const { breakdown } = usage;
+    const reported = input.reportedPromptTokens;
+    const used =
+      typeof reported === 'number' && Number.isFinite(reported) && reported > 0
+        ? reported
+        : estimatedPromptTokens(breakdown);
+    return {
+      sessionId: input.sessionId,
+      ...(input.turnId !== undefined && { turnId: input.turnId }),
+      ...(input.platform !== undefined && { platform: input.platform }),
+      used,
+      usageRatio: input.contextWindow > 0 ? used / input.contextWindow : 0,
+      contextWindow: input.contextWindow,
+      tokenBudget: input.tokenBudget,
+      maxTokens: input.maxTokens,
+      trimmed: input.trimmed,
+      untrimmedHistory: input.untrimmedHistory ?? breakdown.history + breakdown.toolResults,
+      historyMessages: input.historyMessages,
+      historyLimit: input.historyLimit,
+      breakdown,
+      parts: usageParts(usage),
+    };
+  }
+
+  /** Like `buildEvent`, but counts large uncached messages in worker threads first. */
+  async buildEventAsync(input: UsageEventInput): Promise<TokenUsageEvent> {
+    await this.estimator.countMessagesAsync(input.messages, input.encoding);
+    return this.buildEvent(input);
+  }
+
+  /**
+   * Throttled usage log: one line when the session's level (OK / INFO / WARN / CRITICAL) changes
+   * and on its 1st, 11th, 21st... event, naming the top three buckets. Returns whether it logged.
+   */
+  noteUsage(event: TokenUsageEvent): boolean {
+    let state = this.logState.get(event.sessionId);
+    if (!state) {
+      state = { count: 0, lastLevel: -1 };
+      this.logState.set(event.sessionId, state);
+      if (this.logState.size > MAX_LOG_SESSIONS) {
+        this.logState.delete(this.logState.keys().next().value as string);
+      }
+    }
+    state.count += 1;
+    const level = usageLevel(event.usageRatio);
+    const changed = level !== state.lastLevel;
+    state.lastLevel = level;
+    if (!changed && state.count % USAGE_LOG_EVERY !== 1) return false;
+    const line = formatUsageLine(event, USAGE_LEVELS[level]);
+    if (level >= 2) this.logger.warn(line);
+    else this.logger.log(line);
+    return true;
+  }
+
+  /** Drops the log state of a session (e.g. when it is deleted). */
+  forget(sessionId: string): void {
+    this.logState.delete(sessionId);
+  }
+}
+
+/** One usage log line: session, used / window (percent), level, top three buckets. */
+export function formatUsageLine(event: TokenUsageEvent, level: UsageLevel): string {
+  const percent = (event.usageRatio * 100).toFixed(1);
+  const top = topBuckets(event.breakdown)
+    .map(([bucket, tokens]) => `${bucket} ${tokens}`)
+    .join(', ');
+  const turn = event.turnId ? ` turn=${event.turnId}` : ' snapshot';
+  return (
+    `[${event.sessionId}]${turn} ${level} ${event.used}/${event.contextWindow} tokens ` +
+    `(${percent}%); top: ${top || 'none'}; reserve ${event.breakdown.reservedForReply}`
+  );
+}

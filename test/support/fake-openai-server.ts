@@ -1,0 +1,465 @@
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** Token usage as the wire reports it; `total_tokens` defaults to the sum of the two parts. */
+export interface FakeUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens?: number;
+}
+
+/** Fields every script may carry. */
+export interface FakeScriptBase {
+  /**
+   * Hold the answer open: a streaming answer sends its first chunk (a non-streaming or error
+   * answer sends nothing), then waits until `server.release()` or the client disconnects.
+   */
+  hold?: boolean;
+}
+
+/** A text answer, optionally preceded by reasoning (`reasoning_content`). */
+export interface FakeTextScript extends FakeScriptBase {
+  text: string;
+  /** Number of content deltas the text is split into (capped at its length). @default 1 */
+  chunks?: number;
+  /** Reported usage; `null` sends none. @default { prompt_tokens: 10, completion_tokens: 5 } */
+  usage?: FakeUsage | null;
+  /** Reasoning sent as one `reasoning_content` delta before the text. */
+  reasoning?: string;
+}
+
+/** One tool call of a {@link FakeToolCallsScript}. */
+export interface FakeToolCall {
+  name: string;
+  /** An object is sent as its JSON; a string is sent as is. */
+  arguments: Record<string, unknown> | string;
+  /** @default `call_fake_<n>` */
+  id?: string;
+}
+
+/**
+ * A tool-call answer (`finish_reason: 'tool_calls'`). When streamed, each call's first delta
+ * carries id and name with empty arguments; the arguments follow in three deltas.
+ */
+export interface FakeToolCallsScript extends FakeScriptBase {
+  toolCalls: FakeToolCall[];
+  /** Text sent before the calls. */
+  text?: string;
+  /** As in {@link FakeTextScript}. */
+  usage?: FakeUsage | null;
+}
+
+/** An HTTP error answer. */
+export interface FakeErrorScript extends FakeScriptBase {
+  status: number;
+  /** JSON body (a string is sent as is). @default an OpenAI-style `{ error: { message, ... } }` */
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/**
+ * Exact SSE `data:` payloads, such as fixture lines. Each is sent as `data: <line>\n\n`, then
+ * `data: [DONE]\n\n` unless the last line is `[DONE]`. A non-streaming request gets one
+ * completion assembled from the lines.
+ */
+export interface FakeRawScript extends FakeScriptBase {
+  raw: string[];
+}
+
+/** What the server answers to one chat-completions request. */
+export type FakeScript = FakeTextScript | FakeToolCallsScript | FakeErrorScript | FakeRawScript;
+
+/** A request as the server received it. */
+export interface ReceivedRequest {
+  method: string;
+  /** Path without the query string, e.g. `/v1/chat/completions`. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body; the raw text when it is not JSON; `undefined` when empty. */
+  body: any;
+}
+
+/** A first-in first-out queue whose `take` waits for the next value. */
+class AsyncQueue<T> {
+  private readonly values: T[] = [];
+  private readonly waiters: Array<(value: T) => void> = [];
+
+  push(value: T): void {
+    const waiter = this.waiters.shift();
+    if (waiter) waiter(value);
+    else this.values.push(value);
+  }
+
+  take(): Promise<T> {
+    if (this.values.length) return Promise.resolve(this.values.shift() as T);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
+
+const DEFAULT_USAGE: FakeUsage = { prompt_tokens: 10, completion_tokens: 5 };
+const BASE_PATH = '/v1';
+
+/**
+ * A real local HTTP server speaking the OpenAI chat-completions wire format, for tests.
+ *
+ * Each `POST /v1/chat/completions` takes the oldest queued script (a text reply `"ok"` when none
+ * is queued) and answers it as SSE when the body has `stream: true` (a usage chunk only when
+ * `stream_options.include_usage` is set), else as one JSON completion. `GET /v1/models` lists
+ * `models`. The SDK retries 408/409/429/5xx answers: give clients `maxRetries: 0` when testing
+ * errors, or queue one script per attempt.
+ */
+export class FakeOpenAiServer {
+  /** Parsed JSON bodies of the chat-completions requests received, in order. */
+  readonly requests: any[] = [];
+  /** Every request received (any path), in order. */
+  readonly received: ReceivedRequest[] = [];
+  /** Model ids listed by `GET /v1/models`. */
+  models: string[] = ['fake-model'];
+  /** Called on every request, before it is answered. */
+  onRequest?: (request: ReceivedRequest) => void;
+
+  private readonly scripts: FakeScript[] = [];
+  private readonly held: Array<() => void> = [];
+  private readonly sockets = new Set<Socket>();
+  private readonly requestQueue = new AsyncQueue<any>();
+  private readonly disconnects = new AsyncQueue<void>();
+  private closing = false;
+  private sequence = 0;
+
+  private constructor(private readonly server: Server) {
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.handle(req, res).catch((error: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: String(error), type: 'fake_server_error' } }));
+      });
+    });
+  }
+
+  /** Starts a server on a free port of 127.0.0.1. */
+  static async start(): Promise<FakeOpenAiServer> {
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    return new FakeOpenAiServer(server);
+  }
+
+  /** Base URL for an OpenAI client, ending in `/v1`. */
+  get url(): string {
+    const { port } = this.server.address() as AddressInfo;
+    return `http://127.0.0.1:${port}${BASE_PATH}`;
+  }
+
+  /** Number of queued scripts not yet used. */
+  get pending(): number {
+    return this.scripts.length;
+  }
+
+  /** Number of answers currently held open. */
+  get heldCount(): number {
+    return this.held.length;
+  }
+
+  /** Queues scripts; each chat-completions request takes the oldest one. */
+  enqueue(...scripts: FakeScript[]): this {
+    this.scripts.push(...scripts);
+    return this;
+  }
+
+  /**
+   * Lets held answers finish: the `count` oldest ones, or all when omitted. Releases only
+   * answers held now (a request is held by the time `nextRequest()` resolves with it).
+   */
+  release(count = Infinity): void {
+    for (const release of this.held.splice(0, count)) release();
+  }
+
+  /**
+   * The body of the oldest chat-completions request not yet handed out by `nextRequest()`,
+   * waiting for one to arrive when there is none.
+   */
+  nextRequest(): Promise<any> {
+    return this.requestQueue.take();
+  }
+
+  /**
+   * Resolves on the oldest client disconnect not yet handed out: a client closing its
+   * connection before its answer finished (a held answer, typically, after an abort).
+   */
+  waitForDisconnect(): Promise<void> {
+    return this.disconnects.take();
+  }
+
+  /** Releases held answers, destroys open sockets and stops listening. */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.release();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+      for (const socket of this.sockets) socket.destroy();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const request = await readRequest(req);
+    this.received.push(request);
+    const isChat = request.method === 'POST' && request.path === `${BASE_PATH}/chat/completions`;
+    if (isChat) {
+      this.requests.push(request.body);
+      this.requestQueue.push(request.body);
+      res.on('close', () => {
+        if (!res.writableFinished) this.disconnects.push();
+      });
+    }
+    this.onRequest?.(request);
+    if (isChat) return this.answerChat(request.body ?? {}, res);
+    if (request.method === 'GET' && request.path === `${BASE_PATH}/models`) {
+      const data = this.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'fake' }));
+      return sendJson(res, 200, { object: 'list', data });
+    }
+    sendJson(res, 404, { error: { message: `No route ${request.method} ${request.path}` } });
+  }
+
+  /** Answers one chat-completions request from the next script. Holds synchronously. */
+  private async answerChat(body: any, res: ServerResponse): Promise<void> {
+    const script = this.scripts.shift() ?? { text: 'ok' };
+    const id = `chatcmpl-fake-${++this.sequence}`;
+    if ('status' in script) {
+      if (script.hold) await this.hold(res);
+      if (!this.closing && !res.destroyed) sendError(res, script);
+      return;
+    }
+    if (body.stream !== true) {
+      if (script.hold) await this.hold(res);
+      if (!this.closing && !res.destroyed) sendJson(res, 200, completionOf(script, body, id));
+      return;
+    }
+    const events = streamEventsOf(script, body, id);
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.write(`data: ${events[0]}\n\n`);
+    if (script.hold) await this.hold(res);
+    if (this.closing || res.destroyed) return;
+    for (const event of events.slice(1)) res.write(`data: ${event}\n\n`);
+    res.end();
+  }
+
+  /** Waits until released or until the client disconnects. */
+  private hold(res: ServerResponse): Promise<void> {
+    return new Promise((resolve) => {
+      const release = (): void => {
+        res.off('close', onClose);
+        resolve();
+      };
+      const onClose = (): void => {
+        const index = this.held.indexOf(release);
+        if (index >= 0) this.held.splice(index, 1);
+        resolve();
+      };
+      this.held.push(release);
+      res.on('close', onClose);
+    });
+  }
+}
+
+/** Reads a request and parses its body. */
+async function readRequest(req: IncomingMessage): Promise<ReceivedRequest> {
+  const parts: Buffer[] = [];
+  for await (const part of req) parts.push(part as Buffer);
+  const text = Buffer.concat(parts).toString('utf8');
+  let body: any = undefined;
+  if (text) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+  }
+  const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+  return { method: req.method ?? 'GET', path, headers: req.headers, body };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+function sendError(res: ServerResponse, script: FakeErrorScript): void {
+  const body = script.body ?? {
+    error: { message: `Fake error ${script.status}`, type: 'fake_error', param: null, code: null },
+  };
+  res.writeHead(script.status, { 'content-type': 'application/json', ...script.headers });
+  res.end(typeof body === 'string' ? body : JSON.stringify(body));
+}
+
+/** The SSE `data:` payloads of a streamed answer, `[DONE]` included. */
+function streamEventsOf(
+  script: Exclude<FakeScript, FakeErrorScript>,
+  body: any,
+  id: string,
+): string[] {
+  if ('raw' in script) {
+    return script.raw.at(-1) === '[DONE]' ? [...script.raw] : [...script.raw, '[DONE]'];
+  }
+  const envelope = (choices: unknown[], usage?: unknown): string =>
+    JSON.stringify({
+      id,
+      object: 'chat.completion.chunk',
+      created: Math.floor(Date.now() / 1000),
+      model: body.model ?? 'fake-model',
+      choices,
+      ...(usage ? { usage } : {}),
+    });
+  const choice = (delta: unknown, finish: string | null = null) => ({
+    index: 0,
+    delta,
+    finish_reason: finish,
+    logprobs: null,
+  });
+  const deltas = deltasOf(script);
+  deltas[0] = { role: 'assistant', ...(deltas[0] ?? { content: '' }) };
+  const events = deltas.map((delta) => envelope([choice(delta)]));
+  events.push(envelope([choice({}, 'toolCalls' in script ? 'tool_calls' : 'stop')]));
+  const usage = usageOf(script);
+  if (usage && body.stream_options?.include_usage) events.push(envelope([], usage));
+  events.push('[DONE]');
+  return events;
+}
+
+/** The deltas of a text or tool-call script, in order (reasoning, text, tool calls). */
+function deltasOf(script: FakeTextScript | FakeToolCallsScript): Record<string, unknown>[] {
+  const deltas: Record<string, unknown>[] = [];
+  if ('reasoning' in script && script.reasoning) {
+    deltas.push({ content: null, reasoning_content: script.reasoning });
+  }
+  const chunks = 'chunks' in script ? script.chunks : undefined;
+  for (const piece of split(script.text ?? '', chunks ?? 1)) deltas.push({ content: piece });
+  if ('toolCalls' in script) {
+    toolCallsOf(script).forEach((call, index) => {
+      const { name } = call.function;
+      deltas.push({
+        tool_calls: [{ index, id: call.id, type: 'function', function: { name, arguments: '' } }],
+      });
+      for (const piece of split(call.function.arguments, 3)) {
+        deltas.push({ tool_calls: [{ index, function: { arguments: piece } }] });
+      }
+    });
+  }
+  return deltas;
+}
+
+/** Splits `text` into `count` pieces of near-equal length (fewer when it is shorter). */
+function split(text: string, count: number): string[] {
+  const chars = Array.from(text);
+  const n = Math.max(1, Math.min(Math.floor(count), chars.length));
+  if (!chars.length) return [];
+  const pieces: string[] = [];
+  for (let i = 0; i < n; i++) {
+    pieces.push(
+      chars
+        .slice(Math.floor((i * chars.length) / n), Math.floor(((i + 1) * chars.length) / n))
+        .join(''),
+    );
+  }
+  return pieces;
+}
+
+/** The wire tool calls of a script (ids defaulted, arguments as JSON text). */
+function toolCallsOf(script: FakeToolCallsScript) {
+  return script.toolCalls.map((call, index) => ({
+    id: call.id ?? `call_fake_${index + 1}`,
+    type: 'function' as const,
+    function: {
+      name: call.name,
+      arguments:
+        typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
+    },
+  }));
+}
+
+/** The wire usage of a script, or `undefined` when it reports none. */
+function usageOf(script: FakeTextScript | FakeToolCallsScript): Required<FakeUsage> | undefined {
+  const usage = script.usage === undefined ? DEFAULT_USAGE : script.usage;
+  if (!usage) return undefined;
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
+  };
+}
+
+/** One non-streaming completion for a script. */
+function completionOf(script: Exclude<FakeScript, FakeErrorScript>, body: any, id: string) {
+  if ('raw' in script) return assembleRaw(script.raw, id);
+  const toolCalls = 'toolCalls' in script ? toolCallsOf(script) : [];
+  const reasoning = 'reasoning' in script ? script.reasoning : undefined;
+  const message = {
+    role: 'assistant',
+    content: script.text ?? (toolCalls.length ? null : ''),
+    ...(reasoning ? { reasoning_content: reasoning } : {}),
+    ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+  };
+  const usage = usageOf(script);
+  return {
+    id,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: body.model ?? 'fake-model',
+    choices: [
+      {
+        index: 0,
+        message,
+        finish_reason: toolCalls.length ? 'tool_calls' : 'stop',
+        logprobs: null,
+      },
+    ],
+    ...(usage ? { usage } : {}),
+  };
+}
+
+/** A completion assembled from raw stream lines (string content and reasoning, tool calls). */
+function assembleRaw(lines: string[], id: string) {
+  let content = '';
+  let reasoning = '';
+  let usage: unknown;
+  let model = 'fake-model';
+  const calls = new Map<number, { id: string; type: 'function'; function: any }>();
+  for (const line of lines) {
+    if (line === '[DONE]') continue;
+    const chunk = JSON.parse(line);
+    model = chunk.model || model;
+    if (chunk.usage) usage = chunk.usage;
+    const delta = chunk.choices?.[0]?.delta ?? {};
+    if (typeof delta.content === 'string') content += delta.content;
+    const thought = delta.reasoning_content ?? delta.reasoning;
+    if (typeof thought === 'string') reasoning += thought;
+    (delta.tool_calls ?? []).forEach((d: any, position: number) => {
+      const index = d.index ?? position;
+      const call = calls.get(index) ?? {
+        id: '',
+        type: 'function',
+        function: { name: '', arguments: '' },
+      };
+      calls.set(index, call);
+      if (d.id) call.id = d.id;
+      if (d.function?.name) call.function.name = d.function.name;
+      call.function.arguments += d.function?.arguments ?? '';
+    });
+  }
+  const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call);
+  const message = {
+    role: 'assistant',
+    content: content || (toolCalls.length ? null : ''),
+    ...(reasoning ? { reasoning_content: reasoning } : {}),
+    ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+  };
+  const finish = toolCalls.length ? 'tool_calls' : 'stop';
+  const choices = [{ index: 0, message, finish_reason: finish, logprobs: null }];
+  return { id, object: 'chat.completion', created: 0, model, choices, ...(usage ? { usage } : {}) };
+}

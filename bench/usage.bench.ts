@@ -11,10 +11,11 @@ import { TokenEstimator, UsageTracker, type UsageEventInput } from '../src/usage
 const RUNS = 9;
 const HISTORY_MESSAGES = 200;
 const TOOL_CALLS = 20;
-const WORDS =
+const WORDS = (
   'the a of cluster replication lag index query plan vacuum shard we should check migrate ' +
   'rollback deploy latency p99 timeout retry backoff queue worker 42 2026 config yaml json ' +
-  'Zeitung naïve café 数据 迁移 não über quickly slowly because therefore however'.split(' ');
+  'Zeitung naïve café 数据 迁移 não über quickly slowly because therefore however'
+).split(' ');
 
 /** Deterministic pseudo-random generator (mulberry32). */
 function rng(seed: number): () => number {
@@ -48,7 +49,7 @@ function buildHistory(): ModelMessage[] {
     },
   ];
   for (let i = 0; i < HISTORY_MESSAGES; i++) {
-    list.push({ role: i % 2 ? 'assistant' : 'user', content: prose(next, 268) });
+    list.push({ role: i % 2 ? 'assistant' : 'user', content: prose(next, 232) });
   }
   return list;
 }

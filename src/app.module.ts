@@ -31,7 +31,9 @@ export class AppConfigModule {}
           );
           return {};
         }
-        logger.log(`Model provider: ${config.llm.baseURL} (model ${config.llm.model ?? 'default'})`);
+        logger.log(
+          `Model provider: ${config.llm.baseURL} (model ${config.llm.model ?? 'default'})`,
+        );
         return {
           llmProvider: new OpenAiCompatibleProvider({
             baseURL: config.llm.baseURL,

@@ -63,7 +63,7 @@ const engine: Provider[] = [
   {
     provide: ModelRegistry,
     useFactory: (o: ResolvedAgentOptions, main: LlmProviderPort | null) =>
-      new ModelRegistry([main ?? undefined, ...o.providers], o),
+      new ModelRegistry([main ?? undefined, ...o.llmProviders], o),
     inject: [AGENT_OPTIONS, LlmProvider],
   },
   {

@@ -34,7 +34,7 @@ export interface AgentModuleOptions {
   /** The default model provider. Also bindable by token: `{ provide: LlmProvider, useValue }`. */
   llmProvider?: LlmProvider;
   /** More named providers, chosen by `ModelRef.provider`. */
-  providers?: LlmProvider[];
+  llmProviders?: LlmProvider[];
   /** Session settings and generations. @default in-memory */
   sessionStore?: SessionStore;
   /** History reads. @default in-memory (shared with the default archive) */
@@ -50,21 +50,20 @@ export interface AgentModuleOptions {
 }
 
 /** Options with defaults applied and validated. */
-export interface ResolvedAgentOptions
-  extends Required<
-    Pick<
-      AgentModuleOptions,
-      | 'contextWindow'
-      | 'maxOutputTokens'
-      | 'maxToolIterations'
-      | 'historyLimit'
-      | 'systemPrompt'
-      | 'modelCapabilities'
-      | 'providers'
-      | 'toolTimeoutMs'
-      | 'shutdownTimeoutMs'
-    >
-  > {
+export interface ResolvedAgentOptions extends Required<
+  Pick<
+    AgentModuleOptions,
+    | 'contextWindow'
+    | 'maxOutputTokens'
+    | 'maxToolIterations'
+    | 'historyLimit'
+    | 'systemPrompt'
+    | 'modelCapabilities'
+    | 'llmProviders'
+    | 'toolTimeoutMs'
+    | 'shutdownTimeoutMs'
+  >
+> {
   defaultModel?: ModelRef;
   tokenBudget?: number;
   selfId?: string;

@@ -52,7 +52,9 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     }
   }
   port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
-  (options.providers ?? []).forEach((p, i) => port(`providers[${i}]`, p, ['capabilities', 'chat']));
+  (options.llmProviders ?? []).forEach((p, i) =>
+    port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
+  );
   port('sessionStore', options.sessionStore, ['get', 'ensure', 'update', 'generationOf']);
   port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
   port('messageArchive', options.messageArchive, ['append']);
@@ -66,7 +68,7 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     historyLimit: integer('historyLimit', options.historyLimit, 0) ?? d.historyLimit,
     systemPrompt: options.systemPrompt ?? d.systemPrompt,
     modelCapabilities: options.modelCapabilities ?? {},
-    providers: options.providers ?? [],
+    llmProviders: options.llmProviders ?? [],
     toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 1) ?? d.toolTimeoutMs,
     shutdownTimeoutMs:
       integer('shutdownTimeoutMs', options.shutdownTimeoutMs, 0) ?? d.shutdownTimeoutMs,

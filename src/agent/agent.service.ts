@@ -73,7 +73,7 @@ export class AgentService implements OnModuleInit, BeforeApplicationShutdown, On
    */
   async clearing(
     sessionIds: readonly string[] | undefined,
-    clear: () => Promise<unknown> | unknown,
+    clear: () => unknown,
     reason?: string,
   ): Promise<void> {
     const release = this.scheduler.holds.hold(sessionIds);
@@ -169,7 +169,13 @@ export class AgentService implements OnModuleInit, BeforeApplicationShutdown, On
    */
   private async onSessionDeleted(sessionId: string): Promise<void> {
     this.gate.markDeleted(sessionId);
-    await this.deps.sessions.advanceGeneration(sessionId);
-    await this.scheduler.stopSession(sessionId, 'deleted', 'session deleted');
+    // Stop and drop synchronously, before anything is awaited: nothing of the old generation may
+    // open a turn meanwhile. A failing generation store still waits for the stop.
+    const stopped = this.scheduler.stopSession(sessionId, 'deleted', 'session deleted');
+    try {
+      await this.deps.sessions.advanceGeneration(sessionId);
+    } finally {
+      await stopped;
+    }
   }
 }

@@ -8,7 +8,10 @@ export class AgentError extends Error {
 
 /** An input that is invalid in itself (S1): `handleMessage` rejects with it. */
 export class InvalidInputError extends AgentError {
-  constructor(readonly field: string, reason: string) {
+  constructor(
+    readonly field: string,
+    reason: string,
+  ) {
     super(`Invalid message: ${field} ${reason}`);
   }
 }
@@ -22,7 +25,10 @@ export class SessionNotFoundError extends AgentError {
 
 /** A model reference that no provider serves. */
 export class ModelNotFoundError extends AgentError {
-  constructor(readonly ref: { provider?: string; model: string }, available: string[]) {
+  constructor(
+    readonly ref: { provider?: string; model: string },
+    available: string[],
+  ) {
     super(
       `No provider serves model "${ref.provider ? `${ref.provider}/` : ''}${ref.model}"` +
         (available.length ? ` (available: ${available.slice(0, 5).join(', ')})` : ''),

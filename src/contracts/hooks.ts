@@ -109,7 +109,7 @@ export interface HookContextMap {
 }
 
 /** A hook name. */
-export type HookName = keyof HookContextMap & string;
+export type HookName = Extract<keyof HookContextMap, string>;
 
 /** Continues the chain; resolves when the rest of the chain (and the default action) is done. */
 export type HookNext = () => Promise<void>;

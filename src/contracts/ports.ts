@@ -20,7 +20,10 @@ export interface SessionSettings {
 export interface SessionStore {
   get(sessionId: string): Promise<SessionSettings | undefined>;
   /** Creates the settings when missing (with `defaults`); returns them unchanged otherwise. */
-  ensure(sessionId: string, defaults?: Omit<SessionSettings, 'sessionId'>): Promise<SessionSettings>;
+  ensure(
+    sessionId: string,
+    defaults?: Omit<SessionSettings, 'sessionId'>,
+  ): Promise<SessionSettings>;
   /** Changes existing settings; throws `SessionNotFoundError` when there are none. */
   update(sessionId: string, patch: Omit<SessionSettings, 'sessionId'>): Promise<SessionSettings>;
   /** Removes the settings (the generation counter is kept). */

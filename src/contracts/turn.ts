@@ -32,13 +32,7 @@ export type Settlement =
 
 /** Why an input was dropped before entering a turn. */
 export type DropReason =
-  | 'aborted'
-  | 'cleared'
-  | 'deleted'
-  | 'shutdown'
-  | 'stale-generation'
-  | 'blocked'
-  | 'failed';
+  'aborted' | 'cleared' | 'deleted' | 'shutdown' | 'stale-generation' | 'blocked' | 'failed';
 
 /** Options of `AgentService.abort` (S3). */
 export interface AbortOptions {

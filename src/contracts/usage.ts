@@ -19,13 +19,7 @@ export type UsageBucket = (typeof USAGE_BUCKETS)[number];
 
 /** The buckets a prompt contribution may belong to (the system sub-buckets). */
 export type ContributionBucket =
-  | 'persona'
-  | 'memorySummary'
-  | 'memoryVector'
-  | 'skills'
-  | 'platform'
-  | 'subtask'
-  | 'systemOther';
+  'persona' | 'memorySummary' | 'memoryVector' | 'skills' | 'platform' | 'subtask' | 'systemOther';
 
 /** Token estimate per bucket. */
 export type UsageBreakdown = Record<UsageBucket, number>;

@@ -54,14 +54,16 @@ export class HookRegistry {
    * reached, `false` when a middleware did not call `next`. The chain is the one registered when
    * the run starts.
    */
-  run<K extends AnyHookName>(
+  async run<K extends AnyHookName>(
     name: K,
     ctx: ContextOf<K>,
     defaultAction?: (ctx: ContextOf<K>) => Promise<void> | void,
   ): Promise<boolean> {
     const chain = this.chains.get(name);
     if (!chain?.length) {
-      return Promise.resolve(defaultAction?.(ctx)).then(() => true);
+      // Awaited inside an async function, so a synchronous throw becomes a rejection too.
+      await defaultAction?.(ctx);
+      return true;
     }
     return compose(
       name,

@@ -113,7 +113,8 @@ export class PromptAssembler {
     );
     const pending = this.list().filter((c) => !present.has(c.globalKey));
     if (!pending.length) return [...messages];
-    const snapshot = Object.freeze([...messages]);
+    // R2: a snapshot, not the live list: builds run in parallel and must not change the prompt.
+    const snapshot = Object.freeze(messages.map((m) => Object.freeze({ ...m })));
     const outputs = await Promise.all(
       pending.map((c) => this.buildOne(c, { ...view, messages: snapshot })),
     );

@@ -121,7 +121,10 @@ describe('turn pipeline (T, P, H, I)', () => {
       await next();
     });
     h.server.enqueue(
-      { toolCalls: [{ name: 'echo', arguments: { text: 'x' } }], usage: { prompt_tokens: 40, completion_tokens: 3 } },
+      {
+        toolCalls: [{ name: 'echo', arguments: { text: 'x' } }],
+        usage: { prompt_tokens: 40, completion_tokens: 3 },
+      },
       { text: 'final', usage: { prompt_tokens: 55, completion_tokens: 7 } },
     );
     const settled = await h.agent.handleMessage({
@@ -186,7 +189,12 @@ describe('turn pipeline (T, P, H, I)', () => {
       { text: 'draft' },
       { text: 'polite final' },
     );
-    await h.agent.handleMessage({ sessionId: 'room1', content: 'go', sessionKind: 'room', userId: 'u' });
+    await h.agent.handleMessage({
+      sessionId: 'room1',
+      content: 'go',
+      sessionKind: 'room',
+      userId: 'u',
+    });
     expect(attempts).toBe(2);
     const sent = h.of('outbound:message');
     expect(sent.map((m) => m.content)).toEqual(['polite final']);
@@ -202,7 +210,10 @@ describe('turn pipeline (T, P, H, I)', () => {
   it('P2 / I4: outside rooms the reply is also sent once per turn and nothing is marked unsent', async () => {
     await boot();
     echoTool();
-    h.server.enqueue({ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }], text: 'pre' }, { text: 'final' });
+    h.server.enqueue(
+      { toolCalls: [{ name: 'echo', arguments: { text: 'x' } }], text: 'pre' },
+      { text: 'final' },
+    );
     await h.agent.handleMessage({ sessionId: 'w', content: 'go', sessionKind: 'web' });
     expect(h.of('outbound:message').map((m) => m.content)).toEqual(['final']);
     expect((await h.stored('w')).some((m) => meta(m, K.Sent) === false)).toBe(false);
@@ -217,7 +228,11 @@ describe('turn pipeline (T, P, H, I)', () => {
     expect(stored[0]).toMatchObject({
       role: 'user',
       content: 'one',
-      metadata: { [K.TurnEntry]: 'opened', [K.TurnId]: (first as { turnId: string }).turnId, [K.UserId]: 'u1' },
+      metadata: {
+        [K.TurnEntry]: 'opened',
+        [K.TurnId]: (first as { turnId: string }).turnId,
+        [K.UserId]: 'u1',
+      },
     });
     const removed = await h.history.rollbackTurn('s', (first as { turnId: string }).turnId);
     expect(removed).toBe(2);
@@ -227,7 +242,11 @@ describe('turn pipeline (T, P, H, I)', () => {
   it('P4 / H4: silent turns persist an event marker carrying the turn record', async () => {
     await boot();
     h.server.enqueue({ text: '   ' });
-    const settled = await h.agent.handleMessage({ sessionId: 's', content: 'hm', source: 'scheduler' });
+    const settled = await h.agent.handleMessage({
+      sessionId: 's',
+      content: 'hm',
+      source: 'scheduler',
+    });
     expect(settled).toMatchObject({ settled: 'turn', outcome: 'silent' });
     const stored = await h.stored('s');
     const marker = stored[stored.length - 1];
@@ -242,7 +261,10 @@ describe('turn pipeline (T, P, H, I)', () => {
 
   it('P4 / H4: a model error ends the turn with an [error] notice, an error record and no reply', async () => {
     await boot();
-    h.server.enqueue({ status: 400, body: { error: { message: 'bad request from test', type: 'invalid' } } });
+    h.server.enqueue({
+      status: 400,
+      body: { error: { message: 'bad request from test', type: 'invalid' } },
+    });
     const afters: TurnAfterContext[] = [];
     hooks.use('agent:turn:after', async (ctx, next) => {
       afters.push({ ...ctx });
@@ -275,21 +297,35 @@ describe('turn pipeline (T, P, H, I)', () => {
   it('P5 / H4: an aborted turn with a persisted tool group writes the stop marker naming by, then its record', async () => {
     await boot();
     echoTool();
-    h.server.enqueue({ toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'never', hold: true });
+    h.server.enqueue(
+      { toolCalls: [{ name: 'echo', arguments: { text: 'x' } }] },
+      { text: 'never', hold: true },
+    );
     const done = h.agent.handleMessage({ sessionId: 's', content: 'go' });
     await h.server.nextRequest();
     await h.server.nextRequest();
     const turnId = (await h.waitFor('agent:turn:start')).turnId;
-    expect(h.agent.abort('s', { turnId, by: { platform: 'web', userId: 'alice' }, reason: 'pressed stop' })).toBe(true);
+    expect(
+      h.agent.abort('s', {
+        turnId,
+        by: { platform: 'web', userId: 'alice' },
+        reason: 'pressed stop',
+      }),
+    ).toBe(true);
     const settled = await done;
     expect(settled).toMatchObject({ settled: 'turn', outcome: 'aborted', turnId });
     const stored = await h.stored('s');
     const [stop, record] = stored.slice(-2);
     expect(stop).toMatchObject({ role: 'system', kind: ControlKinds.TurnStopped });
     expect(stop.content).toContain('web:alice');
-    expect(record.metadata[K.TurnRecord]).toEqual({ outcome: 'aborted', by: { platform: 'web', userId: 'alice' } });
+    expect(record.metadata[K.TurnRecord]).toEqual({
+      outcome: 'aborted',
+      by: { platform: 'web', userId: 'alice' },
+    });
     expect(JSON.stringify(stored)).not.toContain('pressed stop');
-    expect(h.of('outbound:stream').filter((e) => e.done)).toEqual([{ sessionId: 's', turnId, done: true }]);
+    expect(h.of('outbound:stream').filter((e) => e.done)).toEqual([
+      { sessionId: 's', turnId, done: true },
+    ]);
   });
 
   it('H1: TurnInput.archived is set on every input by the time the turn runs', async () => {
@@ -351,7 +387,11 @@ describe('turn pipeline (T, P, H, I)', () => {
       platform: 'cron',
       actor: { platform: 'slack', userId: 'creator-1' },
     });
-    expect(contexts[0]).toMatchObject({ userId: 'creator-1', platform: 'slack', source: 'scheduler' });
+    expect(contexts[0]).toMatchObject({
+      userId: 'creator-1',
+      platform: 'slack',
+      source: 'scheduler',
+    });
   });
 
   it('I9: exactly one stream-end marker per turn, also for blocked turns and discarded inputs', async () => {
@@ -417,19 +457,219 @@ describe('turn pipeline (T, P, H, I)', () => {
     const { OpenAiCompatibleProvider } = await import('../../src');
     const server = (await import('../support/fake-openai-server')).FakeOpenAiServer;
     const fake = await server.start();
-    const real = new OpenAiCompatibleProvider({ baseURL: fake.url, defaultModel: 'm', maxRetries: 0 });
+    const real = new OpenAiCompatibleProvider({
+      baseURL: fake.url,
+      defaultModel: 'm',
+      maxRetries: 0,
+    });
     h = await AgentHarness.start({
       server: fake,
       agent: {
-        llmProvider: { id: 'plain', defaultModel: 'm', capabilities: (m) => real.capabilities(m), chat: (r) => real.chat(r) },
+        llmProvider: {
+          id: 'plain',
+          defaultModel: 'm',
+          capabilities: (m) => real.capabilities(m),
+          chat: (r) => real.chat(r),
+        },
       },
     });
     fake.enqueue({ text: 'whole answer' });
     await h.agent.handleMessage({ sessionId: 's', content: 'x' });
     expect(fake.requests[0].stream).not.toBe(true);
-    expect(h.of('outbound:stream').map((e) => e.delta ?? (e.done ? 'END' : '?'))).toEqual(['whole answer', 'END']);
+    expect(h.of('outbound:stream').map((e) => e.delta ?? (e.done ? 'END' : '?'))).toEqual([
+      'whole answer',
+      'END',
+    ]);
     await h.close();
     await fake.close();
     h = undefined as unknown as AgentHarness;
+  });
+
+  it('tool loop: calls returned together run in parallel and their results go back in call order', async () => {
+    await boot();
+    const started: string[] = [];
+    let releaseSlow!: () => void;
+    const slowGate = new Promise<void>((resolve) => (releaseSlow = resolve));
+    tools.register({
+      name: 'slow',
+      description: 'waits',
+      parameters: { type: 'object', properties: {} },
+      handler: async () => {
+        started.push('slow');
+        await slowGate;
+        return 'slow result';
+      },
+    });
+    tools.register({
+      name: 'fast',
+      description: 'answers at once',
+      parameters: { type: 'object', properties: {} },
+      handler: () => {
+        started.push('fast');
+        // Both calls are running: the slow one has not finished when the fast one starts.
+        releaseSlow();
+        return 'fast result';
+      },
+    });
+    h.server.enqueue(
+      {
+        toolCalls: [
+          { name: 'slow', arguments: {} },
+          { name: 'fast', arguments: {} },
+        ],
+      },
+      { text: 'both done' },
+    );
+    await h.agent.handleMessage({ sessionId: 's', content: 'go' });
+    expect(started).toEqual(['slow', 'fast']);
+    const second = h.server.requests[1].messages;
+    expect(second.filter((m: any) => m.role === 'tool').map((m: any) => m.content)).toEqual([
+      'slow result',
+      'fast result',
+    ]);
+  });
+
+  it('tool loop: unknown tools, invalid arguments, thrown errors and timeouts become results, never a crashed turn', async () => {
+    await boot();
+    tools.register({
+      name: 'boom',
+      description: 'throws',
+      parameters: { type: 'object', properties: {} },
+      handler: () => {
+        throw new Error('kaput');
+      },
+    });
+    tools.register({
+      name: 'stuck',
+      description: 'never answers',
+      parameters: { type: 'object', properties: {} },
+      timeoutMs: 20,
+      handler: () => new Promise(() => undefined),
+    });
+    tools.register({
+      name: 'typed',
+      description: 'wants a number',
+      parameters: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
+      handler: () => 'never',
+    });
+    h.server.enqueue(
+      {
+        toolCalls: [
+          { name: 'missing', arguments: {} },
+          { name: 'typed', arguments: '{not json' },
+          { name: 'typed', arguments: { n: 'three' } },
+          { name: 'boom', arguments: {} },
+          { name: 'stuck', arguments: {} },
+        ],
+      },
+      { text: 'recovered' },
+    );
+    const settled = await h.agent.handleMessage({ sessionId: 's', content: 'go' });
+    expect(settled).toMatchObject({ outcome: 'replied', reply: 'recovered' });
+    const results = (await h.stored('s')).filter((m) => m.role === 'tool');
+    expect(results).toHaveLength(5);
+    const errors = results.map((m) => (JSON.parse(m.content) as { error: string }).error);
+    expect(errors[0]).toMatch(/Unknown tool "missing"/);
+    expect(errors[1]).toMatch(/not valid JSON/);
+    expect(errors[2]).toMatch(/Invalid arguments for "typed"/);
+    expect(errors[3]).toMatch(/kaput/);
+    expect(errors[4]).toMatch(/timed out/);
+    expect(results.every((m) => typeof m.metadata[K.CallId] === 'string')).toBe(true);
+  });
+
+  it('tool loop: at the iteration limit the model is asked for a final answer without tools', async () => {
+    await boot({ maxToolIterations: 2 });
+    echoTool();
+    const call = { toolCalls: [{ name: 'echo', arguments: { text: 'again' } }] };
+    h.server.enqueue(call, call, { ...call, text: 'final words' });
+    const settled = await h.agent.handleMessage({ sessionId: 's', content: 'loop' });
+    expect(h.server.requests).toHaveLength(3);
+    expect(h.server.requests[0].tools).toHaveLength(1);
+    expect(h.server.requests[1].tools).toHaveLength(1);
+    expect(h.server.requests[2].tools).toBeUndefined();
+    expect(settled).toMatchObject({ outcome: 'replied', reply: 'final words' });
+  });
+
+  it('U1 / retry protocol: each retry is a model call without tools, carries the feedback and emits usage', async () => {
+    await boot();
+    echoTool();
+    hooks.use('agent:reply:before', async (ctx, next) => {
+      if (!ctx.content.startsWith('OK:')) {
+        ctx.retryRequested = true;
+        ctx.maxRetries = 3;
+        ctx.retryFeedback = 'Start with OK:';
+      }
+      await next();
+    });
+    h.server.enqueue({ text: 'wrong' }, { text: 'still wrong' }, { text: 'OK: right' });
+    const settled = await h.agent.handleMessage({ sessionId: 's', content: 'x' });
+    expect(settled).toMatchObject({ outcome: 'replied', reply: 'OK: right' });
+    expect(h.server.requests).toHaveLength(3);
+    const retry = h.server.requests[1];
+    expect(retry.tools).toBeUndefined();
+    expect(retry.messages.slice(-2)).toEqual([
+      { role: 'assistant', content: 'wrong' },
+      { role: 'system', content: 'Start with OK:' },
+    ]);
+    expect(h.of('token:usage')).toHaveLength(3);
+  });
+
+  it('retry protocol: when retries run out and a retry is still requested, nothing goes out (silent)', async () => {
+    await boot();
+    hooks.use('agent:reply:before', async (ctx, next) => {
+      ctx.retryRequested = true;
+      ctx.maxRetries = 1;
+      await next();
+    });
+    h.server.enqueue({ text: 'bad' }, { text: 'bad again' });
+    const settled = await h.agent.handleMessage({ sessionId: 's', content: 'x' });
+    expect(settled).toMatchObject({ outcome: 'silent' });
+    expect(h.of('outbound:message')).toHaveLength(0);
+  });
+
+  it('R1 / R2 / R3: contributions are materialised before agent:llm:before with the turn view, and attributed in usage', async () => {
+    await boot();
+    const { PromptAssembler } = await import('../../src');
+    const views: unknown[] = [];
+    h.app.get(PromptAssembler).register(
+      {
+        key: 'profile',
+        bucket: 'systemOther',
+        build: (view) => {
+          views.push({
+            inputs: view.inputs.map((i) => i.archived?.content),
+            dryRun: view.dryRun,
+            sessionId: view.sessionId,
+          });
+          return 'The user likes tea.';
+        },
+      },
+      'ProfileModule',
+    );
+    let seenByHook: string[] = [];
+    hooks.use('agent:llm:before', async (ctx, next) => {
+      seenByHook = ctx.messages.filter((m) => m.role === 'system').map((m) => m.content);
+      await next();
+    });
+    await h.agent.handleMessage({ sessionId: 's', content: 'hello' });
+    expect(seenByHook).toContain('The user likes tea.');
+    expect(views).toEqual([{ inputs: ['hello'], dryRun: false, sessionId: 's' }]);
+    const usage = h.of('token:usage')[0];
+    const other = usage.parts.find((p) => p.injectors?.['ProfileModule/profile']);
+    expect(other?.injectors?.['ProfileModule/profile']).toBeGreaterThan(0);
+  });
+
+  it('S6: assignModel needs session settings, validates the model, and the next turn uses it', async () => {
+    await boot();
+    await expect(h.agent.assignModel('nobody', { model: 'other-model' })).rejects.toThrow(
+      /no settings/,
+    );
+    await h.agent.handleMessage({ sessionId: 's', content: 'first' });
+    await expect(h.agent.assignModel('s', { provider: 'nope', model: 'x' })).rejects.toThrow(
+      /No provider/,
+    );
+    await h.agent.assignModel('s', { model: 'other-model' });
+    await h.agent.handleMessage({ sessionId: 's', content: 'second' });
+    expect(h.server.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
   });
 });

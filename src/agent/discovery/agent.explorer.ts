@@ -1,9 +1,4 @@
-import {
-  Injectable,
-  Logger,
-  type OnApplicationShutdown,
-  type OnModuleInit,
-} from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { AGENT_HOOK_METADATA, HookRegistry, type AgentHookMetadata } from '../../hooks';
@@ -68,8 +63,8 @@ export class AgentExplorer implements OnModuleInit, OnApplicationShutdown {
 
   private hasAgentMetadata(method: unknown): boolean {
     if (typeof method !== 'function') return false;
-    return [AGENT_HOOK_METADATA, PROMPT_CONTRIBUTION_METADATA, AGENT_TOOL_METADATA].some(
-      (key) => Reflect.hasMetadata(key, method),
+    return [AGENT_HOOK_METADATA, PROMPT_CONTRIBUTION_METADATA, AGENT_TOOL_METADATA].some((key) =>
+      Reflect.hasMetadata(key, method),
     );
   }
 
@@ -81,8 +76,7 @@ export class AgentExplorer implements OnModuleInit, OnApplicationShutdown {
       this.disposers.push(this.hooks.use(name, bound, { owner, priority }));
     }
     const contributions =
-      this.reflector.get<PromptContributionMetadata[]>(PROMPT_CONTRIBUTION_METADATA, method) ??
-      [];
+      this.reflector.get<PromptContributionMetadata[]>(PROMPT_CONTRIBUTION_METADATA, method) ?? [];
     for (const spec of contributions) {
       this.disposers.push(this.prompts.register({ ...spec, build: bound }, owner));
     }

@@ -44,9 +44,21 @@ export class InputGate {
     return [...this.inFlight];
   }
 
+  /**
+   * S1: resolves once the input is settled; rejects (never throws synchronously) only for an
+   * input that is invalid in itself. A failing store on the way drops the input as `failed`.
+   */
   handle(message: IncomingMessage): Promise<Settlement> {
-    validate(message);
-    const done = this.pass({ ...message });
+    try {
+      validate(message);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const done = this.pass({ ...message }).catch((error: unknown) => {
+      this.logger.error(`Input for session ${message.sessionId} failed: ${String(error)}`);
+      this.deps.events.emit('outbound:stream', { sessionId: message.sessionId, done: true });
+      return { settled: 'dropped', reason: 'failed' } as Settlement;
+    });
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));
     return done;
@@ -99,7 +111,12 @@ export class InputGate {
         return false;
       }
       const now = await this.deps.sessions.generationOf(sessionId);
-      if (holds.isHeld(sessionId) && !this.closed) continue;
+      // Shutdown or a new hold may have begun while the generation was read.
+      if (this.closed) {
+        settlement.resolve(await this.drop(message, 'shutdown', true));
+        return false;
+      }
+      if (holds.isHeld(sessionId)) continue;
       if (now !== generation || (this.epochs.get(sessionId) ?? 0) !== epoch) {
         settlement.resolve(await this.drop(message, 'stale-generation', false));
         return false;

@@ -61,7 +61,8 @@ export async function callModel(
       if (signal.aborted) throw new TurnAbortedError();
       if (chunk.contentDelta) content += chunk.contentDelta;
       if (chunk.reasoningDelta) reasoning += chunk.reasoningDelta;
-      if (chunk.contentDelta || chunk.reasoningDelta) emit(chunk.contentDelta, chunk.reasoningDelta);
+      if (chunk.contentDelta || chunk.reasoningDelta)
+        emit(chunk.contentDelta, chunk.reasoningDelta);
       if (chunk.toolCalls?.length) toolCalls = chunk.toolCalls;
       if (chunk.usage) usage = { ...usage, ...chunk.usage };
     }

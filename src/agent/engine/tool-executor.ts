@@ -44,15 +44,13 @@ export async function runToolCalls(
       ...(assistant.reasoningContent ? { reasoningContent: assistant.reasoningContent } : {}),
       metadata: assistantMeta,
     },
-    ...executed.map(
-      (e): NewMessage => ({
-        sessionId: state.sessionId,
-        role: 'tool',
-        content: e.result,
-        toolCallId: e.call.id,
-        metadata: { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId },
-      }),
-    ),
+    ...executed.map((e): NewMessage => ({
+      sessionId: state.sessionId,
+      role: 'tool',
+      content: e.result,
+      toolCallId: e.call.id,
+      metadata: { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId },
+    })),
   ];
   await deps.archive.append(group);
   state.persistedAny = true;

@@ -112,7 +112,11 @@ export async function persistMarkers(
 export function endStream(deps: TurnDeps, state: TurnState): void {
   if (state.streamEnded) return;
   state.streamEnded = true;
-  deps.events.emit('outbound:stream', { sessionId: state.sessionId, turnId: state.turn.id, done: true });
+  deps.events.emit('outbound:stream', {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    done: true,
+  });
 }
 
 /** One sentence for the `[error]` notice: what failed, no stack trace. */

@@ -73,7 +73,10 @@ export class TurnRunner {
     state.settings = await deps.sessions.get(turn.sessionId);
     state.model = deps.models.resolve(state.settings?.model);
     if (!state.model) {
-      return { outcome: 'error', notice: `[system] ${deps.models.diagnose(state.settings?.model)}` };
+      return {
+        outcome: 'error',
+        notice: `[system] ${deps.models.diagnose(state.settings?.model)}`,
+      };
     }
     state.historyBase = await deps.history.count(turn.sessionId);
     state.working = await this.basePrompt(state);
@@ -142,9 +145,11 @@ export class TurnRunner {
       sessionId: turn.sessionId,
       turnId: turn.id,
     };
-    await deps.hooks.run('agent:turn:after', after).catch((error: unknown) =>
-      this.logger.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
-    );
+    await deps.hooks
+      .run('agent:turn:after', after)
+      .catch((error: unknown) =>
+        this.logger.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
+      );
     deps.events.emit('agent:turn:end', {
       sessionId: turn.sessionId,
       turnId: turn.id,

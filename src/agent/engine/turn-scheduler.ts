@@ -63,14 +63,18 @@ export class TurnScheduler {
     return [...this.lanes.keys()];
   }
 
-  /** S3 / I5: stops the running turn when `turnId` matches; `queued` drops the waiting ones. */
+  /**
+   * S3 / I5: stops the running turn when `turnId` matches (a mismatch is a full no-op, also with
+   * `queued`); `queued` drops the waiting inputs too, archived after the turn or, when nothing
+   * runs, at once (I6). Returns true while the matching turn has not settled.
+   */
   abort(sessionId: string, options: AbortOptions = {}): boolean {
     const turn = this.turns.get(sessionId);
-    if (!turn || turn.ended) return false;
-    if (options.turnId !== undefined && options.turnId !== turn.id) return false;
-    turn.abort({ by: options.by, reason: options.reason });
+    const running = turn && !turn.ended ? turn : undefined;
+    if (options.turnId !== undefined && options.turnId !== running?.id) return false;
+    running?.abort({ by: options.by, reason: options.reason });
     if (options.queued) this.dropWaiting(sessionId, 'aborted', true);
-    return true;
+    return !!running;
   }
 
   /**
@@ -92,14 +96,18 @@ export class TurnScheduler {
     }
   }
 
-  /** Drops every waiting input of the session now or after its running turn (I6). */
+  /**
+   * Drops every waiting input of the session. Those to archive wait for the session's turn to
+   * settle, so they land after its `agent:turn:after` in arrival order (I6); the others (clearing,
+   * deletion) settle at once: nothing of theirs is written.
+   */
   private dropWaiting(sessionId: string, reason: DropReason, archive: boolean): void {
     const lane = this.lanes.get(sessionId);
     const inputs = lane?.dropWaiting().map((i) => i.payload) ?? [];
     if (!inputs.length) return;
     this.announce(sessionId);
     const plan: DropPlan = { inputs, reason, archive };
-    if (this.turns.has(sessionId)) {
+    if (archive && this.turns.has(sessionId)) {
       this.afterTurn.set(sessionId, [...(this.afterTurn.get(sessionId) ?? []), plan]);
     } else {
       void this.carryOut(plan);
@@ -166,14 +174,23 @@ export class TurnScheduler {
             ...(result.error ? { error: result.error } : {}),
           };
     for (const member of turn.members) member.settlement.resolve(settlement);
-    const plans = this.afterTurn.get(turn.sessionId) ?? [];
-    this.afterTurn.delete(turn.sessionId);
-    for (const plan of plans) await this.carryOut(plan);
+    // Drops made while these are being archived (the turn is still the session's) join the loop,
+    // so none is left behind for a later turn.
+    for (let plans = this.takePlans(turn.sessionId); plans.length; ) {
+      for (const plan of plans) await this.carryOut(plan);
+      plans = this.takePlans(turn.sessionId);
+    }
     lane.settle(turn.id);
     this.turns.delete(turn.sessionId);
     turn.settled.resolve(result);
     this.pump(turn.sessionId);
     this.announce(turn.sessionId);
+  }
+
+  private takePlans(sessionId: string): DropPlan[] {
+    const plans = this.afterTurn.get(sessionId) ?? [];
+    this.afterTurn.delete(sessionId);
+    return plans;
   }
 
   /** Emits `agent:queue` when the waiting list changed since the last announcement (S8). */

@@ -40,7 +40,9 @@ export class ToolRegistry {
     try {
       validate = this.ajv.compile(spec.parameters);
     } catch (error) {
-      throw new Error(`Tool "${spec.name}" has invalid parameters: ${(error as Error).message}`);
+      throw new Error(`Tool "${spec.name}" has invalid parameters: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
     const registered: RegisteredTool = { spec, validate, owner };
     this.tools.set(spec.name, registered);

@@ -39,7 +39,7 @@ export class HealthController {
     const providers = this.models.list();
     if (!providers.length) return indicator.up({ providers: 0, note: 'no model provider' });
     try {
-      await Promise.all(providers.map((p) => p.ping?.()));
+      await Promise.all(providers.map((p) => (p.ping ? p.ping() : Promise.resolve())));
       return indicator.up({ providers: providers.map((p) => p.id) });
     } catch (error) {
       return indicator.down({ message: (error as Error).message });

@@ -2,13 +2,14 @@
  * `npm run bench`: runs every benchmark in this folder and prints markdown for BENCHMARKS.md.
  * Figures are ratios against a baseline measured in the same run, with medians.
  */
+import { cpus } from 'node:os';
 import { benchUsage } from './usage.bench';
 
 async function main(): Promise<void> {
   const sections = [await benchUsage()];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +
-      `(Node ${process.version}, ${require('node:os').cpus().length} cores).\n\n${sections.join('\n\n')}\n`,
+      `(Node ${process.version}, ${cpus().length} cores).\n\n${sections.join('\n\n')}\n`,
   );
 }
 

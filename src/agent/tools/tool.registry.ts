@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import Ajv, { type ValidateFunction } from 'ajv';
-import type { ToolCallContext, ToolDefinition, ToolSpec } from '../../contracts';
+import type { JsonSchema, ToolCallContext, ToolDefinition, ToolSpec } from '../../contracts';
 
 /** The outcome of one tool call; `content` is what the model receives. */
 export interface ToolResult {
@@ -40,6 +40,7 @@ export class ToolRegistry {
     try {
       validate = this.ajv.compile(spec.parameters);
     } catch (error) {
+      this.forgetSchema(spec.parameters);
       throw new Error(`Tool "${spec.name}" has invalid parameters: ${(error as Error).message}`, {
         cause: error,
       });
@@ -47,7 +48,7 @@ export class ToolRegistry {
     const registered: RegisteredTool = { spec, validate, owner };
     this.tools.set(spec.name, registered);
     return () => {
-      if (this.tools.get(spec.name) === registered) this.tools.delete(spec.name);
+      if (this.tools.get(spec.name) === registered) this.unregister(spec.name, registered);
     };
   }
 
@@ -56,11 +57,28 @@ export class ToolRegistry {
     let removed = 0;
     for (const [name, tool] of this.tools) {
       if (tool.owner === owner) {
-        this.tools.delete(name);
+        this.unregister(name, tool);
         removed++;
       }
     }
     return removed;
+  }
+
+  private unregister(name: string, tool: RegisteredTool): void {
+    this.tools.delete(name);
+    this.forgetSchema(tool.spec.parameters);
+  }
+
+  /**
+   * Ajv keeps every schema it compiled and claims its `$id`: without this, a tool whose schema
+   * has an `$id` could not be registered again after it was removed.
+   */
+  private forgetSchema(schema: JsonSchema): void {
+    try {
+      this.ajv.removeSchema(schema);
+    } catch {
+      // Never added: nothing to forget.
+    }
   }
 
   /** Whether a tool of that name is registered. */

@@ -47,6 +47,21 @@ export interface AgentModuleOptions {
   selfId?: string;
   /** Milliseconds the shutdown drain waits for turns to settle. @default 10000 */
   shutdownTimeoutMs?: number;
+  /** Context trimming (contract U3, U4). */
+  trimming?: TrimmingOptions;
+}
+
+/** How the prompt is kept within the token budget. */
+export interface TrimmingOptions {
+  /**
+   * Share of the token budget history may take; beyond it the oldest history is dropped in
+   * segments even when the whole request would fit (keeps the request prefix stable). @default 0.6
+   */
+  historyShare?: number;
+  /** Minimum size of one dropped segment, as a share of the history allowance. @default 0.25 */
+  segmentShare?: number;
+  /** Tokens the contributed system blocks may take before they are shrunk. @default 4096 */
+  systemAllowance?: number;
 }
 
 /** Options with defaults applied and validated. */
@@ -67,6 +82,7 @@ export interface ResolvedAgentOptions extends Required<
   defaultModel?: ModelRef;
   tokenBudget?: number;
   selfId?: string;
+  trimming: Required<TrimmingOptions>;
 }
 
 /** Defaults of the numeric and text options. */

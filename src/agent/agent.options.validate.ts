@@ -24,6 +24,16 @@ function integer(name: string, value: unknown, min: number): number | undefined 
   return value;
 }
 
+function share(name: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !(value > 0 && value <= 1)) {
+    throw new AgentOptionsError(
+      `AgentModule option "${name}" must be a number in (0, 1], got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
 function port(name: string, value: unknown, methods: string[]): void {
   if (value === undefined) return;
   const missing = methods.filter((m) => typeof (value as any)?.[m] !== 'function');
@@ -73,5 +83,11 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     shutdownTimeoutMs:
       integer('shutdownTimeoutMs', options.shutdownTimeoutMs, 0) ?? d.shutdownTimeoutMs,
     selfId: options.selfId,
+    trimming: {
+      historyShare: share('trimming.historyShare', options.trimming?.historyShare) ?? 0.6,
+      segmentShare: share('trimming.segmentShare', options.trimming?.segmentShare) ?? 0.25,
+      systemAllowance:
+        integer('trimming.systemAllowance', options.trimming?.systemAllowance, 0) ?? 4096,
+    },
   };
 }

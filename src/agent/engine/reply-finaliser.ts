@@ -1,4 +1,5 @@
 import { WellKnownMetadataKeys as K, type ReplyBeforeContext } from '../../contracts';
+import { fitCall } from './context-fit';
 import { callModel } from './model-step';
 import { recordCall, throwIfAborted, type FinalAnswer } from './step-loop';
 import type { TurnDeps } from './turn-deps';
@@ -43,13 +44,15 @@ export async function finaliseReply(
   while (ctx.retryRequested && ctx.attempt < Math.max(0, ctx.maxRetries) && raw.trim()) {
     throwIfAborted(state);
     if (state.isRoom) await persistDraft(deps, state, raw);
-    const messages = [
+    const scaffold = [
       ...final.sent.messages,
       { role: 'assistant' as const, content: raw },
       { role: 'system' as const, content: ctx.retryFeedback || DEFAULT_RETRY_FEEDBACK },
     ];
-    const response = await callModel(deps, state, messages, []);
-    recordCall(deps, state, { messages, tools: [] }, response);
+    // Retries trim too, into a copy; their scaffolding never counts as history (I15).
+    const fitted = fitCall(deps, state, scaffold, [], false);
+    const response = await callModel(deps, state, fitted.messages, []);
+    recordCall(deps, state, { ...fitted, tools: [] }, response);
     raw = response.content ?? '';
     Object.assign(ctx, {
       content: raw,

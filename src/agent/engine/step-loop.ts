@@ -5,6 +5,7 @@ import {
   type ModelMessage,
   type ToolDefinition,
 } from '../../contracts';
+import { budgetOf, fitCall } from './context-fit';
 import { callModel, type StepResponse } from './model-step';
 import { runToolCalls } from './tool-executor';
 import { joinPending } from './turn-inputs';
@@ -15,6 +16,8 @@ import type { TurnState } from './turn-state';
 export interface SentCall {
   messages: ModelMessage[];
   tools: ToolDefinition[];
+  /** U4 figure of this call. */
+  untrimmedHistory: number;
 }
 
 /** The model's final answer and what its call was sent (the base of format retries). */
@@ -101,7 +104,8 @@ async function prepareCall(
   };
   await deps.hooks.run('agent:llm:before', ctx);
   throwIfAborted(state);
-  return { messages: ctx.messages, tools: ctx.tools };
+  const fitted = fitCall(deps, state, ctx.messages, ctx.tools, state.calls === 0);
+  return { messages: fitted.messages, tools: ctx.tools, untrimmedHistory: fitted.untrimmedHistory };
 }
 
 /**
@@ -119,12 +123,8 @@ export function recordCall(
   if (usage?.promptTokens) state.promptTokens = usage.promptTokens;
   if (usage?.completionTokens) state.completionTokens += usage.completionTokens;
   if (response.reasoningContent) state.reasoning.push(response.reasoningContent);
+  state.calls++;
   const encoding = deps.estimator.encodingFor(ref.model, capabilities.encoding);
-  const tokenBudget = budgetOf(deps, state);
-  const estimate =
-    deps.estimator.countMessages(sent.messages, encoding) +
-    deps.estimator.countTools(sent.tools, encoding);
-  if (estimate > tokenBudget) state.trimmed = true;
   const event = deps.usage.buildEvent({
     sessionId: state.sessionId,
     turnId: state.turn.id,
@@ -134,20 +134,15 @@ export function recordCall(
     encoding,
     contextWindow: capabilities.contextWindow,
     maxTokens: capabilities.maxOutputTokens,
-    tokenBudget,
+    tokenBudget: budgetOf(deps, state),
     reportedPromptTokens: usage?.promptTokens,
     trimmed: state.trimmed,
+    untrimmedHistory: sent.untrimmedHistory,
     historyMessages: state.historyMessages,
     historyLimit: historyLimitOf(deps, state),
   });
   deps.events.emit('token:usage', event);
   deps.usage.noteUsage(event);
-}
-
-/** The prompt token budget of the turn's model. */
-export function budgetOf(deps: TurnDeps, state: TurnState): number {
-  const { contextWindow, maxOutputTokens } = state.model!.capabilities;
-  return deps.options.tokenBudget ?? Math.max(1024, contextWindow - maxOutputTokens - 512);
 }
 
 /** The session's history count limit (U6). */

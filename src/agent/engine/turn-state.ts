@@ -22,8 +22,10 @@ export class TurnState {
   historyAdded = 0;
   /** Sticky for the turn once a hard trim happened (U3). */
   trimmed = false;
-  /** Untrimmed history + tool results estimate of the first call (U4). */
-  untrimmedHistory?: number;
+  /** History + tool-result tokens the first call's trim removed from the working list (U4). */
+  historyCut = 0;
+  /** Model calls made so far (format retries included). */
+  calls = 0;
   /** Whether inputs or tool groups of this turn are persisted (P5). */
   persistedAny = false;
   /** Prompt tokens of the last call and completion tokens of all calls. */

@@ -65,7 +65,14 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
   (options.llmProviders ?? []).forEach((p, i) =>
     port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
   );
-  port('sessionStore', options.sessionStore, ['get', 'ensure', 'update', 'generationOf']);
+  port('sessionStore', options.sessionStore, [
+    'get',
+    'ensure',
+    'update',
+    'delete',
+    'generationOf',
+    'advanceGeneration',
+  ]);
   port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
   port('messageArchive', options.messageArchive, ['append']);
   return {

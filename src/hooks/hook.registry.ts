@@ -93,7 +93,9 @@ export class HookRegistry {
 
   private remove(name: string, registration: Registration): void {
     const chain = this.chains.get(name);
-    if (chain) this.setChain(name, chain.filter((r) => r !== registration));
+    if (!chain) return;
+    const kept = chain.filter((r) => r !== registration);
+    this.setChain(name, kept);
   }
 
   private setChain(name: string, chain: Registration[]): void {

@@ -27,7 +27,9 @@ const toolResult = (id: string, content = `result ${id}`) =>
   message({ role: 'tool', content, toolCallId: id });
 
 /** Role and content (or tool call ids) of each message. */
-const shape = (messages: readonly Pick<Message, 'role' | 'content' | 'toolCalls' | 'toolCallId'>[]) =>
+const shape = (
+  messages: readonly Pick<Message, 'role' | 'content' | 'toolCalls' | 'toolCallId'>[],
+) =>
   messages.map((m) =>
     m.toolCalls
       ? `${m.role}:calls(${m.toolCalls.map((c) => c.id).join(',')})`

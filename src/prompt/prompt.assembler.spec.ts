@@ -36,7 +36,6 @@ const contribution = (
 /** Role and content of each message, for compact order assertions. */
 const shape = (messages: readonly ModelMessage[]) => messages.map((m) => `${m.role}:${m.content}`);
 
-
 describe('PromptAssembler', () => {
   let sut: PromptAssembler;
   let warn: jest.SpyInstance;
@@ -65,11 +64,7 @@ describe('PromptAssembler', () => {
 
       const out = await sut.materialise(conversation(), makeView());
 
-      expect(shape(out).slice(0, 3)).toEqual([
-        'system:base',
-        'system:I am Ada',
-        'system:rules',
-      ]);
+      expect(shape(out).slice(0, 3)).toEqual(['system:base', 'system:I am Ada', 'system:rules']);
     });
 
     it('R1: identity goes first when there is no system message', async () => {
@@ -220,12 +215,7 @@ describe('PromptAssembler', () => {
         'system:B (p0, ModA)',
         'system:A (p0, ModB)',
       ]);
-      expect(sut.list().map((c) => c.globalKey)).toEqual([
-        'ModZ/z',
-        'ModA/a',
-        'ModA/b',
-        'ModB/a',
-      ]);
+      expect(sut.list().map((c) => c.globalKey)).toEqual(['ModZ/z', 'ModA/a', 'ModA/b', 'ModB/a']);
     });
 
     it("R3: the global key is '<owner>/<key>' and get() finds it", () => {
@@ -467,7 +457,7 @@ describe('PromptAssembler', () => {
             // frozen list: expected
           }
           try {
-            (view.messages[0] as ModelMessage).content = 'rewritten';
+            view.messages[0].content = 'rewritten';
           } catch {
             // frozen message: expected
           }

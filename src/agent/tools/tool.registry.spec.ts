@@ -150,7 +150,11 @@ describe('ToolRegistry', () => {
         }),
       );
 
-      const pending = sut.execute('weather', { city: 'Rome' }, makeContext({ signal: controller.signal }));
+      const pending = sut.execute(
+        'weather',
+        { city: 'Rome' },
+        makeContext({ signal: controller.signal }),
+      );
       await running;
       controller.abort();
       const result = await pending;
@@ -166,7 +170,11 @@ describe('ToolRegistry', () => {
       const controller = new AbortController();
       controller.abort();
 
-      const result = await sut.execute('weather', { city: 'Rome' }, makeContext({ signal: controller.signal }));
+      const result = await sut.execute(
+        'weather',
+        { city: 'Rome' },
+        makeContext({ signal: controller.signal }),
+      );
 
       expect(result.ok).toBe(false);
       expect(handler).not.toHaveBeenCalled();
@@ -200,7 +208,9 @@ describe('ToolRegistry', () => {
 
     it('an invalid JSON schema throws, naming the tool', () => {
       expect(() =>
-        sut.register(makeTool({ parameters: { type: 'object', properties: { a: { type: 'nope' } } } })),
+        sut.register(
+          makeTool({ parameters: { type: 'object', properties: { a: { type: 'nope' } } } }),
+        ),
       ).toThrow(/"weather" has invalid parameters/);
       expect(sut.has('weather')).toBe(false);
     });
@@ -223,6 +233,25 @@ describe('ToolRegistry', () => {
       expect(sut.has('weather')).toBe(false);
       expect((await sut.execute('weather', { city: 'Rome' }, makeContext())).ok).toBe(false);
       expect(() => sut.register(makeTool())).not.toThrow();
+    });
+
+    it('a tool whose schema has an $id can be registered again after dispose or removeOwner', () => {
+      const schema = () => ({ $id: 'weather-args', ...weatherSchema });
+      const dispose = sut.register(makeTool({ parameters: schema() }), 'ModA');
+      dispose();
+
+      expect(() => sut.register(makeTool({ parameters: schema() }), 'ModA')).not.toThrow();
+      sut.removeOwner('ModA');
+      expect(() => sut.register(makeTool({ parameters: schema() }), 'ModA')).not.toThrow();
+    });
+
+    it('a schema that failed to compile does not keep its $id taken', () => {
+      const broken = { $id: 'shared-args', type: 'object', properties: { a: { type: 'nope' } } };
+      expect(() => sut.register(makeTool({ parameters: broken }))).toThrow(/invalid parameters/);
+
+      expect(() =>
+        sut.register(makeTool({ parameters: { $id: 'shared-args', type: 'object' } })),
+      ).not.toThrow();
     });
 
     it('a stale dispose does not remove a newer tool of the same name', () => {

@@ -117,7 +117,10 @@ async function runWithLimits(
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   const limits = new Promise<ToolResult>((resolve) => {
-    timer = setTimeout(() => resolve(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(
+      () => resolve(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     onAbort = () => resolve(toolError(`Tool "${spec.name}" was stopped`));
     context.signal.addEventListener('abort', onAbort, { once: true });
   });

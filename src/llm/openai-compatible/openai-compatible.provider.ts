@@ -13,10 +13,11 @@ import type {
   ChatStreamChunk,
   LlmProvider,
   ModelCapabilities,
+  ModelMessage,
   ProviderUsage,
-} from '../../contracts/llm';
-import type { ModelMessage, ToolCall } from '../../contracts/messages';
-import type { ToolDefinition } from '../../contracts/tools';
+  ToolCall,
+  ToolDefinition,
+} from '../../contracts';
 
 /** Options of an {@link OpenAiCompatibleProvider}. */
 export interface OpenAiCompatibleProviderOptions {

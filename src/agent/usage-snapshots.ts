@@ -27,7 +27,7 @@ export class UsageSnapshots {
         content: deps.options.systemPrompt,
         metadata: { injector: 'persona', bucket: 'persona' },
       },
-      ...historyToModelMessages(stored),
+      ...historyToModelMessages(stored, { room: settings?.kind === 'room' }),
     ];
     const messages = await deps.prompts.materialise(base, {
       sessionId,

@@ -38,14 +38,43 @@ export function sanitiseToolGroups<T extends Pick<Message, 'role' | 'toolCalls' 
 }
 
 /**
+ * A user message's text for the model: in rooms (several people talk) it names its speaker,
+ * `[nickname(userId)]: text`; elsewhere it is the text as sent. Used for new inputs and for
+ * inputs loaded from history alike, so a message reads the same in every turn.
+ */
+export function speakerContent(
+  content: string,
+  speaker: { userId?: unknown; nickname?: unknown },
+  room: boolean,
+): string {
+  const userId = typeof speaker.userId === 'string' ? speaker.userId : undefined;
+  const nickname = typeof speaker.nickname === 'string' ? speaker.nickname : undefined;
+  if (!room || !(userId ?? nickname)) return content;
+  const label = nickname && userId ? `${nickname}(${userId})` : (nickname ?? userId);
+  return `[${label}]: ${content}`;
+}
+
+/** Options of `historyToModelMessages`. */
+export interface HistoryViewOptions {
+  /** Whether the session is a room: user messages then name their speaker. */
+  room?: boolean;
+}
+
+/**
  * History as the model sees it: event markers are left out; stop markers (P5) are kept as
  * system notes (they tell the next model that inputs went unanswered); everything else keeps its
- * role and content. `metadata.kind` carries the stored kind for the usage buckets.
+ * role and content. `metadata.kind` carries the stored kind for the usage buckets, and a
+ * persisted token count comes along so nobody recounts it.
  */
-export function historyToModelMessages(history: readonly Message[]): ModelMessage[] {
+export function historyToModelMessages(
+  history: readonly Message[],
+  options: HistoryViewOptions = {},
+): ModelMessage[] {
   const visible = history.filter((m) => m.kind !== ControlKinds.EventMarker);
   return sanitiseToolGroups(visible).kept.map((m) => {
-    const out: ModelMessage = { role: m.role, content: m.content, metadata: { historyId: m.id } };
+    const content =
+      m.role === 'user' ? speakerContent(m.content, m.metadata, !!options.room) : m.content;
+    const out: ModelMessage = { role: m.role, content, metadata: { historyId: m.id } };
     if (m.kind) out.metadata!.kind = m.kind;
     if (m.metadata.tokenCount) out.metadata!.tokenCount = m.metadata.tokenCount;
     if (m.toolCalls?.length) out.toolCalls = m.toolCalls;

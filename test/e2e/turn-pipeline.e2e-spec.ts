@@ -672,4 +672,29 @@ describe('turn pipeline (T, P, H, I)', () => {
     await h.agent.handleMessage({ sessionId: 's', content: 'second' });
     expect(h.server.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
   });
+
+  it('P2 / I4: in rooms user messages name their speaker, the same way in every later turn', async () => {
+    await boot();
+    await h.agent.handleMessage({
+      sessionId: 'r',
+      content: 'hi all',
+      sessionKind: 'room',
+      userId: 'u1',
+      nickname: 'Ann',
+    });
+    await h.agent.handleMessage({
+      sessionId: 'r',
+      content: 'me too',
+      sessionKind: 'room',
+      userId: 'u2',
+    });
+    const first = h.server.requests[0].messages.at(-1);
+    const second = h.server.requests[1].messages;
+    expect(first).toEqual({ role: 'user', content: '[Ann(u1)]: hi all' });
+    expect(second.filter((m: any) => m.role === 'user').map((m: any) => m.content)).toEqual([
+      '[Ann(u1)]: hi all',
+      '[u2]: me too',
+    ]);
+    expect((await h.stored('r'))[0].content).toBe('hi all');
+  });
 });

@@ -223,4 +223,25 @@ describe('token usage (U1-U7)', () => {
       snapshot.breakdown.history + snapshot.breakdown.toolResults,
     );
   });
+
+  it('issue 5: each persisted message carries its token count, and later turns use it instead of recounting', async () => {
+    h = await AgentHarness.start();
+    await h.agent.handleMessage({ sessionId: 's', content: 'first question', userId: 'u' });
+    const [input, reply] = await h.stored('s');
+    expect(input.metadata.tokenCount).toEqual({ cl100k_base: expect.any(Number) });
+    expect(reply.metadata.tokenCount).toEqual({ cl100k_base: expect.any(Number) });
+    const firstHistory = h.of('token:usage')[0].breakdown.history;
+    expect((input.metadata.tokenCount as { cl100k_base: number }).cl100k_base).toBe(firstHistory);
+    // Rewrite the stored counts: a later turn must take them as they are.
+    await h.history.clear('s');
+    const archive = h.app.get<MessageArchivePort>(MessageArchive);
+    await archive.append([
+      { ...input, metadata: { ...input.metadata, tokenCount: { cl100k_base: 1000 } } },
+      { ...reply, metadata: { ...reply.metadata, tokenCount: { cl100k_base: 2000 } } },
+    ]);
+    await h.agent.handleMessage({ sessionId: 's', content: 'second', userId: 'u' });
+    const second = h.of('token:usage')[1];
+    const newInput = (await h.stored('s'))[2].metadata.tokenCount as { cl100k_base: number };
+    expect(second.breakdown.history).toBe(1000 + 2000 + newInput.cl100k_base);
+  });
 });

@@ -52,10 +52,7 @@ export async function runToolCalls(
       metadata: { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId },
     })),
   ];
-  await deps.archive.append(group);
-  state.persistedAny = true;
-  state.historyAdded += group.length;
-  return group.map((m) => ({
+  const models = group.map((m): ModelMessage => ({
     role: m.role,
     content: m.content,
     ...(m.toolCalls ? { toolCalls: m.toolCalls } : {}),
@@ -63,6 +60,14 @@ export async function runToolCalls(
     ...(m.reasoningContent ? { reasoningContent: m.reasoningContent } : {}),
     metadata: { turnId },
   }));
+  group.forEach((m, i) => {
+    const count = state.countFor(deps.estimator, models[i]);
+    if (count) m.metadata[K.TokenCount] = count;
+  });
+  await deps.archive.append(group);
+  state.persistedAny = true;
+  state.historyAdded += group.length;
+  return models;
 }
 
 async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise<ExecutedCall> {

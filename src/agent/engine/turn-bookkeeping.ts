@@ -53,6 +53,12 @@ export async function deliverReply(
   ];
   for (const [key, value] of optional) if (value !== undefined) metadata[key] = value;
   const reasoning = state.reasoning.join('\n---\n') || undefined;
+  const count = state.countFor(deps.estimator, {
+    role: 'assistant',
+    content: reply.stored,
+    ...(reasoning ? { reasoningContent: reasoning } : {}),
+  });
+  if (count) metadata[K.TokenCount] = count;
   await deps.archive.append([
     {
       sessionId: state.sessionId,

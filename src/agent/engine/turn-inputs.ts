@@ -1,3 +1,4 @@
+import type { IncomingMessage, ModelMessage } from '../../contracts';
 import type { LaneHandle, TurnDeps } from './turn-deps';
 import { archivedInput, inputToModelMessage, type TurnState } from './turn-state';
 
@@ -8,7 +9,13 @@ import { archivedInput, inputToModelMessage, type TurnState } from './turn-state
 export async function archiveOpening(deps: TurnDeps, state: TurnState): Promise<void> {
   const { turn } = state;
   const stored = await deps.archive.append(
-    turn.inputs.map((i) => archivedInput(i.message, { turnId: turn.id, entry: 'opened' })),
+    turn.inputs.map((i) =>
+      archivedInput(
+        i.message,
+        { turnId: turn.id, entry: 'opened' },
+        state.countFor(deps.estimator, asModel(state, i.message)),
+      ),
+    ),
   );
   stored.forEach((m, i) => (turn.inputs[i].archived = m));
   state.persistedAny = true;
@@ -27,12 +34,21 @@ export async function joinPending(
   if (!joining.length) return;
   const { turn } = state;
   const added = joining.map((p) => turn.add(p));
+  const models = joining.map((p) => asModel(state, p.message));
   const stored = await deps.archive.append(
-    joining.map((p) => archivedInput(p.message, { turnId: turn.id, entry: 'joined' })),
+    joining.map((p, i) =>
+      archivedInput(
+        p.message,
+        { turnId: turn.id, entry: 'joined' },
+        state.countFor(deps.estimator, models[i]),
+      ),
+    ),
   );
   stored.forEach((m, i) => (added[i].archived = m));
   state.historyAdded += joining.length;
-  for (const p of joining) {
-    state.working.push(inputToModelMessage(p.message, state.acceptsImages, state.isRoom));
-  }
+  state.working.push(...models);
+}
+
+function asModel(state: TurnState, message: IncomingMessage): ModelMessage {
+  return inputToModelMessage(message, state.acceptsImages, state.isRoom);
 }

@@ -63,6 +63,9 @@ export class TurnRunner {
   private async converse(state: TurnState, lane: LaneHandle): Promise<TurnEnding> {
     const { deps } = this;
     const { turn } = state;
+    // Settings and model first: the archived inputs carry their token count for that model.
+    state.settings = await deps.sessions.get(turn.sessionId);
+    state.model = deps.models.resolve(state.settings?.model);
     await archiveOpening(deps, state);
     deps.events.emit('agent:turn:start', {
       sessionId: turn.sessionId,
@@ -70,8 +73,6 @@ export class TurnRunner {
       ...(turn.source !== undefined ? { source: turn.source } : {}),
       inputs: turn.inputs.map((i) => i.message),
     });
-    state.settings = await deps.sessions.get(turn.sessionId);
-    state.model = deps.models.resolve(state.settings?.model);
     if (!state.model) {
       return {
         outcome: 'error',
@@ -98,7 +99,10 @@ export class TurnRunner {
     const stored = await deps.history.history(state.sessionId, {
       limit: limit ? limit + own.size : 0,
     });
-    const history = historyToModelMessages(stored.filter((m) => !own.has(m.id)));
+    const history = historyToModelMessages(
+      stored.filter((m) => !own.has(m.id)),
+      { room: state.isRoom },
+    );
     const system: ModelMessage = {
       role: 'system',
       content: deps.options.systemPrompt,

@@ -7,7 +7,8 @@ import type {
 } from '../../contracts';
 import { WellKnownMetadataKeys as K } from '../../contracts';
 import type { ResolvedModel } from '../../llm';
-import { TURN_INPUT_FLAG } from '../../prompt';
+import type { TokenEstimator } from '../../usage';
+import { speakerContent, TURN_INPUT_FLAG } from '../../prompt';
 import type { Turn } from './turn';
 
 /** Everything a running turn accumulates; owned by one turn runner call. */
@@ -54,6 +55,20 @@ export class TurnState {
     return (this.lead.sessionKind ?? this.settings?.kind) === 'room';
   }
 
+  /**
+   * The persistable token count of a message as the model will see it (keyed by encoding), so
+   * a later turn, a restart or another instance does not count it again. `undefined` before
+   * the model is known.
+   */
+  countFor(estimator: TokenEstimator, message: ModelMessage): Record<string, number> | undefined {
+    if (!this.model) return undefined;
+    const { ref, capabilities } = this.model;
+    return estimator.persistableCount(
+      message,
+      estimator.encodingFor(ref.model, capabilities.encoding),
+    );
+  }
+
   get acceptsImages(): boolean {
     return this.model?.capabilities.vision ?? false;
   }
@@ -68,6 +83,7 @@ export class TurnState {
 export function archivedInput(
   message: IncomingMessage,
   entry?: { turnId: string; entry: TurnEntry },
+  tokenCount?: Record<string, number>,
 ): NewMessage {
   const metadata: Record<string, unknown> = { ...message.metadata };
   const copy: [string, unknown][] = [
@@ -86,6 +102,7 @@ export function archivedInput(
     metadata[K.TurnId] = entry.turnId;
     metadata[K.TurnEntry] = entry.entry;
   }
+  if (tokenCount) metadata[K.TokenCount] = tokenCount;
   return { sessionId: message.sessionId, role: 'user', content: message.content, metadata };
 }
 
@@ -95,11 +112,7 @@ export function inputToModelMessage(
   acceptsImages: boolean,
   room: boolean,
 ): ModelMessage {
-  const speaker = message.nickname ?? message.userId;
-  const content =
-    room && speaker
-      ? `[${speaker}${message.userId && message.nickname ? `(${message.userId})` : ''}]: ${message.content}`
-      : message.content;
+  const content = speakerContent(message.content, message, room);
   const out: ModelMessage = { role: 'user', content, metadata: { [TURN_INPUT_FLAG]: true } };
   const images = (message.attachments ?? []).filter((a) => a.kind === 'image').map((a) => a.data);
   if (acceptsImages && images.length) out.images = images;

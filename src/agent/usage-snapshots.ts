@@ -40,7 +40,7 @@ export class UsageSnapshots {
       resolved?.ref.model ?? '',
       resolved?.capabilities.encoding,
     );
-    return deps.usage.buildEvent({
+    return deps.usage.buildEventAsync({
       sessionId,
       messages,
       tools,

@@ -244,4 +244,18 @@ describe('token usage (U1-U7)', () => {
     const newInput = (await h.stored('s'))[2].metadata.tokenCount as { cl100k_base: number };
     expect(second.breakdown.history).toBe(1000 + 2000 + newInput.cl100k_base);
   });
+
+  it('issue 5: a very large history text is counted off the event loop, not inline', async () => {
+    h = await AgentHarness.start();
+    const { TokenEstimator } = await import('../../src');
+    const estimator = h.app.get(TokenEstimator);
+    const huge = 'word '.repeat(40_000);
+    await seed('big', [{ role: 'user', content: huge, metadata: {} }]);
+    const inline = jest.spyOn(estimator, 'countText');
+    const offLoop = jest.spyOn(estimator, 'countTextAsync');
+    await h.agent.handleMessage({ sessionId: 'big', content: 'and now?' });
+    expect(inline.mock.calls.some(([text]) => text.length > 20_000)).toBe(false);
+    expect(offLoop.mock.calls.some(([text]) => text.length > 20_000)).toBe(true);
+    expect(h.of('token:usage')[0].breakdown.history).toBeGreaterThan(40_000);
+  });
 });

@@ -104,6 +104,13 @@ async function prepareCall(
   };
   await deps.hooks.run('agent:llm:before', ctx);
   throwIfAborted(state);
+  // Large uncached texts are counted in worker threads first, so the synchronous counting of
+  // the budget and usage below only hits the cache and never stalls other sessions.
+  const { ref, capabilities } = state.model!;
+  await deps.estimator.countMessagesAsync(
+    ctx.messages,
+    deps.estimator.encodingFor(ref.model, capabilities.encoding),
+  );
   const fitted = fitCall(deps, state, ctx.messages, ctx.tools, state.calls === 0);
   return { messages: fitted.messages, tools: ctx.tools, untrimmedHistory: fitted.untrimmedHistory };
 }

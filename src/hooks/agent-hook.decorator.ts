@@ -35,7 +35,11 @@ export function AgentHook<K extends HookName | (string & {})>(
 ) => TypedPropertyDescriptor<T> {
   return (_target, _key, descriptor) => {
     const metadata: AgentHookMetadata = { name, ...options };
-    extendArrayMetadata(AGENT_HOOK_METADATA, [metadata], descriptor.value as unknown as (...args: unknown[]) => unknown);
+    extendArrayMetadata(
+      AGENT_HOOK_METADATA,
+      [metadata],
+      descriptor.value as unknown as (...args: unknown[]) => unknown,
+    );
     return descriptor;
   };
 }

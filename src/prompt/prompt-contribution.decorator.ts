@@ -21,7 +21,11 @@ export function PromptContribution(
   descriptor: TypedPropertyDescriptor<T>,
 ) => TypedPropertyDescriptor<T> {
   return (_target, _key, descriptor) => {
-    extendArrayMetadata(PROMPT_CONTRIBUTION_METADATA, [spec], descriptor.value as unknown as (...args: unknown[]) => unknown);
+    extendArrayMetadata(
+      PROMPT_CONTRIBUTION_METADATA,
+      [spec],
+      descriptor.value as unknown as (...args: unknown[]) => unknown,
+    );
     return descriptor;
   };
 }

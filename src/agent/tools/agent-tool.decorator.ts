@@ -24,7 +24,11 @@ export function AgentTool(
   descriptor: TypedPropertyDescriptor<T>,
 ) => TypedPropertyDescriptor<T> {
   return (_target, _key, descriptor) => {
-    extendArrayMetadata(AGENT_TOOL_METADATA, [spec], descriptor.value as unknown as (...args: unknown[]) => unknown);
+    extendArrayMetadata(
+      AGENT_TOOL_METADATA,
+      [spec],
+      descriptor.value as unknown as (...args: unknown[]) => unknown,
+    );
     return descriptor;
   };
 }

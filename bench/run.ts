@@ -3,10 +3,11 @@
  * Figures are ratios against a baseline measured in the same run, with medians.
  */
 import { cpus } from 'node:os';
+import { benchStores } from './stores.bench';
 import { benchUsage } from './usage.bench';
 
 async function main(): Promise<void> {
-  const sections = [await benchUsage()];
+  const sections = [await benchUsage(), await benchStores()];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +
       `(Node ${process.version}, ${cpus().length} cores).\n\n${sections.join('\n\n')}\n`,

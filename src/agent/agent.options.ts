@@ -49,6 +49,11 @@ export interface AgentModuleOptions {
   shutdownTimeoutMs?: number;
   /** Context trimming (contract U3, U4). */
   trimming?: TrimmingOptions;
+  /**
+   * Called once when the application shuts down, after the drain (S9), to close what the
+   * options opened (database pools, clients). Errors are logged.
+   */
+  onShutdown?: () => Promise<void> | void;
 }
 
 /** How the prompt is kept within the token budget. */

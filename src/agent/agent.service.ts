@@ -14,6 +14,8 @@ import {
   type Settlement,
   type TokenUsageEvent,
 } from '../contracts';
+import { AGENT_MODULE_OPTIONS } from './agent.module-definition';
+import type { AgentModuleOptions } from './agent.options';
 import { AGENT_TURN_DEPS } from './agent.tokens';
 import { InputGate, TurnScheduler, type TurnDeps } from './engine';
 import { UsageSnapshots } from './usage-snapshots';
@@ -22,20 +24,26 @@ import { UsageSnapshots } from './usage-snapshots';
 export type PreprocessorNext = (message?: IncomingMessage) => Promise<void>;
 
 /** A preprocessor (S5): runs once per input on `agent:input:before`. */
-export type Preprocessor = (message: IncomingMessage, next: PreprocessorNext) => Promise<void> | void;
+export type Preprocessor = (
+  message: IncomingMessage,
+  next: PreprocessorNext,
+) => Promise<void> | void;
 
 /**
  * The contract's service (S1-S9): hand it inputs, stop turns, clear history, register
  * preprocessors, assign models, ask for usage snapshots.
  */
 @Injectable()
-export class AgentService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
+export class AgentService
+  implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown
+{
   private readonly logger = new Logger('AgentService');
   private readonly preprocessors = new Map<string, () => void>();
   private readonly unsubscribe: (() => void)[] = [];
 
   constructor(
     @Inject(AGENT_TURN_DEPS) private readonly deps: TurnDeps,
+    @Inject(AGENT_MODULE_OPTIONS) private readonly moduleOptions: AgentModuleOptions,
     private readonly scheduler: TurnScheduler,
     private readonly gate: InputGate,
     private readonly snapshots: UsageSnapshots,
@@ -157,9 +165,14 @@ export class AgentService implements OnModuleInit, BeforeApplicationShutdown, On
     }
   }
 
-  onApplicationShutdown(): void {
+  async onApplicationShutdown(): Promise<void> {
     for (const off of this.unsubscribe.splice(0)) off();
     for (const dispose of [...this.preprocessors.values()]) dispose();
+    try {
+      await this.moduleOptions.onShutdown?.();
+    } catch (error) {
+      this.logger.error(`AgentModule onShutdown failed: ${String(error)}`);
+    }
   }
 
   /**

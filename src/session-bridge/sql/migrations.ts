@@ -1,0 +1,140 @@
+import {
+  Migrator,
+  sql,
+  type Kysely,
+  type Migration,
+  type MigrationProvider,
+  type MigrationResult,
+} from 'kysely';
+import type { Database, SqlDialect } from './schema';
+
+/**
+ * Versioned schema migrations of the SQL stores, kept in code (no files are read at run time)
+ * and recorded in Kysely's migration table (`kysely_migration`). Names sort in run order.
+ */
+export function sqlMigrations(dialect: SqlDialect): Record<string, Migration> {
+  return {
+    '0001_initial': {
+      async up(db: Kysely<any>): Promise<void> {
+        await db.schema
+          .createTable('messages')
+          .addColumn('seq', dialect === 'postgres' ? 'bigserial' : 'integer', (col) =>
+            dialect === 'postgres' ? col.primaryKey() : col.primaryKey().autoIncrement(),
+          )
+          .addColumn('id', 'text', (col) => col.notNull().unique())
+          .addColumn('session_id', 'text', (col) => col.notNull())
+          .addColumn('role', 'text', (col) => col.notNull())
+          .addColumn('kind', 'text')
+          .addColumn('content', 'text', (col) => col.notNull())
+          .addColumn('tool_calls', 'text')
+          .addColumn('tool_call_id', 'text')
+          .addColumn('reasoning_content', 'text')
+          .addColumn('metadata', 'text', (col) => col.notNull())
+          .addColumn('turn_id', 'text')
+          .addColumn('msg_key', 'text')
+          .addColumn('created_at', 'text', (col) => col.notNull())
+          .execute();
+        // History reads walk one session backwards by seq; rollback finds a turn's messages.
+        await db.schema
+          .createIndex('messages_session_seq')
+          .on('messages')
+          .columns(['session_id', 'seq'])
+          .execute();
+        await db.schema
+          .createIndex('messages_session_turn')
+          .on('messages')
+          .columns(['session_id', 'turn_id'])
+          .execute();
+        // NULLs are distinct in both dialects, so only keyed messages are constrained.
+        await db.schema
+          .createIndex('messages_msg_key')
+          .unique()
+          .on('messages')
+          .column('msg_key')
+          .execute();
+
+        await db.schema
+          .createTable('sessions')
+          .addColumn('session_id', 'text', (col) => col.primaryKey())
+          .addColumn('kind', 'text')
+          .addColumn('settings', 'text', (col) => col.notNull())
+          .addColumn('created_at', 'text', (col) => col.notNull())
+          .addColumn('updated_at', 'text', (col) => col.notNull())
+          .execute();
+
+        await db.schema
+          .createTable('generations')
+          .addColumn('session_id', 'text', (col) => col.primaryKey())
+          .addColumn('generation', 'integer', (col) => col.notNull())
+          .execute();
+      },
+      async down(db: Kysely<any>): Promise<void> {
+        await db.schema.dropTable('generations').execute();
+        await db.schema.dropTable('sessions').execute();
+        await db.schema.dropTable('messages').execute();
+      },
+    },
+  };
+}
+
+/** Kysely `MigrationProvider` over the in-code migrations of one dialect. */
+export class InCodeMigrationProvider implements MigrationProvider {
+  constructor(private readonly dialect: SqlDialect) {}
+
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return sqlMigrations(this.dialect);
+  }
+}
+
+/**
+ * Brings the schema to the latest version; returns the names of the migrations it ran (none
+ * when the schema is current, so running it again is a no-op). Safe when several processes
+ * start at once: PostgreSQL runs it under Kysely's migration lock, SQLite inside one
+ * `BEGIN IMMEDIATE` transaction (SQLite's DDL is transactional). Throws the migration's error.
+ */
+export async function migrateToLatest(
+  db: Kysely<Database>,
+  dialect: SqlDialect,
+): Promise<string[]> {
+  if (dialect === 'postgres') {
+    // NOTE: without an explicit schema, Kysely's migrator looks for its table in every schema
+    // and would find another schema's; pin it to the one this connection writes to.
+    const { rows } = await sql<{
+      schema: string | null;
+    }>`select current_schema() as schema`.execute(db);
+    return run(db, dialect, rows[0]?.schema ?? undefined);
+  }
+  return db.connection().execute(async (conn) => {
+    await sql`begin immediate`.execute(conn);
+    try {
+      const names = await run(conn, dialect, undefined);
+      await sql`commit`.execute(conn);
+      return names;
+    } catch (error) {
+      await sql`rollback`.execute(conn);
+      throw error;
+    }
+  });
+}
+
+/** Runs Kysely's migrator and turns its `{ error }` result into a throw. */
+async function run(
+  db: Kysely<Database>,
+  dialect: SqlDialect,
+  migrationTableSchema: string | undefined,
+): Promise<string[]> {
+  const migrator = new Migrator({
+    db,
+    provider: new InCodeMigrationProvider(dialect),
+    ...(migrationTableSchema ? { migrationTableSchema } : {}),
+  });
+  const { error, results = [] } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results.find((r: MigrationResult) => r.status === 'Error');
+    const reason = error instanceof Error ? error.message : JSON.stringify(error);
+    throw new Error(failed ? `migration "${failed.migrationName}" failed: ${reason}` : reason, {
+      cause: error,
+    });
+  }
+  return results.filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

@@ -1,0 +1,193 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Kysely, PostgresDialect } from 'kysely';
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Pool, PoolConfig } from 'pg';
+import { AgentError } from '../../contracts';
+import { migrateToLatest } from './migrations';
+import type { Database, SqlDialect } from './schema';
+import { SqlMessageLog } from './sql-message.log';
+import { SqlSessionStore } from './sql-session.store';
+import { FileLock, FileLockedSqliteDialect } from './sqlite-file-lock';
+
+/** The configuration variable that names the database, as it appears in error messages. */
+const SETTING = 'AGENT_DB';
+
+/**
+ * The database could not be opened or brought to the current schema. The message is one line
+ * that names AGENT_DB and the database; `cause` holds the driver's error.
+ */
+export class StoreOpenError extends AgentError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message);
+    if (options && 'cause' in options) this.cause = options.cause;
+  }
+}
+
+/** An open database of the SQL stores. */
+export interface OpenDatabase {
+  db: Kysely<Database>;
+  dialect: SqlDialect;
+  /** Closes the connections (pool or file); safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** Both SQL stores over one open and migrated database. */
+export interface SqlStores {
+  sessions: SqlSessionStore;
+  /** `HistoryStore` and `MessageArchive` at once. */
+  log: SqlMessageLog;
+  dialect: SqlDialect;
+  /** Closes the database; safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** Whether `url` names a PostgreSQL database rather than a SQLite file. */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+/**
+ * Opens the database `url` names: `postgres://` / `postgresql://` -> a `pg` pool, anything else
+ * -> a SQLite file (WAL, `busy_timeout = 5000`, `synchronous = NORMAL`; the parent directory is
+ * created). Drivers are optional packages loaded here, lazily. Checks the connection before it
+ * returns. Throws `StoreOpenError` (one line naming AGENT_DB) when it cannot.
+ */
+export async function openDatabase(url: string): Promise<OpenDatabase> {
+  if (isPostgresUrl(url)) return openPostgres(url);
+  if (/^[a-z][a-z0-9+.-]+:\/\//i.test(url)) {
+    throw new StoreOpenError(
+      `${SETTING} "${redact(url)}" is neither a postgres:// URL nor a SQLite file path`,
+    );
+  }
+  return openSqlite(url);
+}
+
+/**
+ * Opens the database `url` names (see `openDatabase`), runs the migrations, and returns the
+ * stores over it. Throws `StoreOpenError` when the database cannot be opened or migrated.
+ */
+export async function createSqlStores(url: string): Promise<SqlStores> {
+  const opened = await openDatabase(url);
+  try {
+    await migrateToLatest(opened.db, opened.dialect);
+  } catch (error) {
+    await opened.close();
+    throw new StoreOpenError(`${SETTING} "${redact(url)}" cannot be migrated: ${reason(error)}`, {
+      cause: error,
+    });
+  }
+  return {
+    sessions: new SqlSessionStore(opened.db),
+    log: new SqlMessageLog(opened.db),
+    dialect: opened.dialect,
+    close: opened.close,
+  };
+}
+
+async function openSqlite(path: string): Promise<OpenDatabase> {
+  const Sqlite = loadOptional<typeof BetterSqlite3>(
+    'better-sqlite3',
+    `${SETTING} is a SQLite file path but the optional package "better-sqlite3" is not installed: npm install better-sqlite3`,
+  );
+  const inMemory = path === ':memory:' || path === '';
+  let handle: BetterSqlite3.Database | undefined;
+  try {
+    if (!inMemory) mkdirSync(dirname(resolve(path)), { recursive: true });
+    handle = new Sqlite(path);
+    // busy_timeout first: the other pragmas may have to wait for another process.
+    handle.pragma('busy_timeout = 5000');
+    handle.pragma('journal_mode = WAL');
+    handle.pragma('synchronous = NORMAL');
+    // Reads the header (a corrupted file fails here) and proves the file is writable.
+    handle.exec('BEGIN IMMEDIATE; ROLLBACK');
+  } catch (error) {
+    handle?.close();
+    throw new StoreOpenError(`${SETTING} "${path}" cannot be opened: ${reason(error)}`, {
+      cause: error,
+    });
+  }
+  const database = handle;
+  const lock = inMemory ? undefined : FileLock.retain(resolve(path));
+  const db = new Kysely<Database>({ dialect: new FileLockedSqliteDialect({ database }, lock) });
+  return withClose(db, 'sqlite', () => {
+    // Kysely closes the file only if it ever ran a query.
+    if (database.open) database.close();
+    lock?.release();
+  });
+}
+
+async function openPostgres(url: string): Promise<OpenDatabase> {
+  const pg = loadOptional<typeof import('pg')>(
+    'pg',
+    `${SETTING} is a PostgreSQL URL but the optional package "pg" is not installed: npm install pg`,
+  );
+  // The URL's own parameters (connect_timeout, options, ...) take precedence over these.
+  const config: PoolConfig = { connectionString: url, connectionTimeoutMillis: 10_000 };
+  const pool: Pool = new pg.Pool(config);
+  // NOTE: an idle client that loses its server emits 'error' on the pool; unhandled, that event
+  // would crash the process. The next query fails on its own and reports the cause.
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('select 1');
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new StoreOpenError(`${SETTING} "${redact(url)}" cannot be opened: ${reason(error)}`, {
+      cause: error,
+    });
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return withClose(db, 'postgres', async () => {
+    // Kysely ends the pool only if it ever ran a query.
+    if (!pool.ended) await pool.end();
+  });
+}
+
+/** The open database with an idempotent `close` that destroys Kysely, then runs `after`. */
+function withClose(
+  db: Kysely<Database>,
+  dialect: SqlDialect,
+  after: () => void | Promise<void>,
+): OpenDatabase {
+  let closing: Promise<void> | undefined;
+  const close = async () => {
+    await db.destroy();
+    await after();
+  };
+  return { db, dialect, close: () => (closing ??= close()) };
+}
+
+/**
+ * Loads an optional driver package, or throws `StoreOpenError` with `missing` when it is not
+ * installed (like terminus' `checkPackage`). Other load failures propagate unchanged.
+ */
+function loadOptional<T>(name: string, missing: string): T {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(name) as T;
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === 'MODULE_NOT_FOUND' && reason(error).includes(`'${name}'`)) {
+      throw new StoreOpenError(missing, { cause: error });
+    }
+    throw error;
+  }
+}
+
+/** First line of an error's message: the errors of this file are one line. */
+function reason(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split('\n')[0].trim();
+}
+
+/** The URL with its password masked, for error messages. */
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.password) return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}

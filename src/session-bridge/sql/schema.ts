@@ -1,0 +1,64 @@
+import type { Generated } from 'kysely';
+
+/**
+ * The tables of the SQL stores, one schema for SQLite and PostgreSQL (Kysely types). Column types
+ * are chosen so both dialects behave the same: JSON is kept as text and times as ISO-8601 text,
+ * so what is read back is exactly what was written, whichever database holds it.
+ */
+
+/** SQL dialects the stores run on. */
+export type SqlDialect = 'sqlite' | 'postgres';
+
+/** One persisted message (interface.md section 5). */
+export interface MessagesTable {
+  /**
+   * Stable order: a monotonically increasing integer (SQLite `INTEGER PRIMARY KEY AUTOINCREMENT`,
+   * PostgreSQL `bigserial`). PostgreSQL returns it as a string (bigint).
+   */
+  seq: Generated<number | string>;
+  /** The message's public id (a UUID), unique. */
+  id: string;
+  session_id: string;
+  role: string;
+  /** A control kind (`event-marker`, `turn-stopped`) or another kind; null for plain messages. */
+  kind: string | null;
+  content: string;
+  /** `ToolCall[]` as JSON text. */
+  tool_calls: string | null;
+  tool_call_id: string | null;
+  reasoning_content: string | null;
+  /** `Message.metadata` as JSON text. */
+  metadata: string;
+  /** `metadata.turnId` when it is a string, denormalised for `rollbackTurn` (indexed). */
+  turn_id: string | null;
+  /** Idempotency key (`Message.key`): unique when set. */
+  msg_key: string | null;
+  /** ISO-8601 time of persistence. */
+  created_at: string;
+}
+
+/** Per-session settings (`SessionSettings` without `sessionId`). */
+export interface SessionsTable {
+  session_id: string;
+  /** `settings.kind`, denormalised so it can be queried. */
+  kind: string | null;
+  /** The settings as JSON text, without `sessionId`. */
+  settings: string;
+  /** ISO-8601 time the settings were created. */
+  created_at: string;
+  /** ISO-8601 time of the last change. */
+  updated_at: string;
+}
+
+/** Generation counters; kept when settings are deleted (S7). */
+export interface GenerationsTable {
+  session_id: string;
+  generation: number;
+}
+
+/** The database the SQL stores read and write. */
+export interface Database {
+  messages: MessagesTable;
+  sessions: SessionsTable;
+  generations: GenerationsTable;
+}

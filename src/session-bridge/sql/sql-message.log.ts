@@ -1,0 +1,192 @@
+import { randomUUID } from 'node:crypto';
+import type { ExpressionBuilder, Insertable, Kysely, Selectable } from 'kysely';
+import {
+  CONTROL_KINDS,
+  WellKnownMetadataKeys,
+  type HistoryQuery,
+  type HistoryStore,
+  type Message,
+  type MessageArchive,
+  type MessageRole,
+  type NewMessage,
+} from '../../contracts';
+import type { Database, MessagesTable } from './schema';
+
+/** Rows per multi-row INSERT: well under SQLite's and PostgreSQL's bound-parameter limits. */
+const INSERT_CHUNK = 500;
+
+/**
+ * History and archive over the `messages` table, for SQLite and PostgreSQL alike (written once
+ * against Kysely). Serves both the `HistoryStore` and the `MessageArchive` port, with the
+ * semantics of `MemoryMessageLog`. Returned messages are fresh objects.
+ */
+export class SqlMessageLog implements HistoryStore, MessageArchive {
+  private lastTime = 0;
+
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async append(messages: NewMessage[]): Promise<Message[]> {
+    if (messages.length === 0) return [];
+    const rows = messages.map((m) => toRow(m, m.createdAt ?? this.now()));
+    // One transaction: a tool-call group is persisted whole or not at all.
+    const stored = await this.db.transaction().execute(async (trx) => {
+      const out: Array<Selectable<MessagesTable> | Insertable<MessagesTable>> = [];
+      let run: Insertable<MessagesTable>[] = [];
+      const flush = async () => {
+        for (let i = 0; i < run.length; i += INSERT_CHUNK) {
+          await trx
+            .insertInto('messages')
+            .values(run.slice(i, i + INSERT_CHUNK))
+            .execute();
+        }
+        out.push(...run);
+        run = [];
+      };
+      for (const row of rows) {
+        if (row.msg_key == null) {
+          run.push(row);
+          continue;
+        }
+        await flush();
+        out.push(await insertOnce(trx, row, row.msg_key));
+      }
+      await flush();
+      return out;
+    });
+    return stored.map(fromRow);
+  }
+
+  async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
+    const limit = query.limit ?? 0;
+    let select = this.db
+      .selectFrom('messages')
+      .selectAll()
+      .where('session_id', '=', sessionId)
+      .orderBy('seq');
+    if (Number.isInteger(limit) && limit > 0) {
+      // The seq of the limit-th newest conversation message, found by one walk backwards over
+      // the (session_id, seq) index; control kinds after it come along. Fewer conversation
+      // messages than `limit`: no cut-off, everything is returned.
+      select = select.where((eb) =>
+        eb(
+          'seq',
+          '>=',
+          eb.fn.coalesce(
+            eb
+              .selectFrom('messages')
+              .select('seq')
+              .where('session_id', '=', sessionId)
+              .where(isConversation)
+              .orderBy('seq', 'desc')
+              .limit(1)
+              .offset(limit - 1),
+            eb.lit(0),
+          ),
+        ),
+      );
+    }
+    return (await select.execute()).map(fromRow);
+  }
+
+  async count(sessionId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('messages')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where('session_id', '=', sessionId)
+      .where(isConversation)
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  async clear(sessionId?: string): Promise<void> {
+    let remove = this.db.deleteFrom('messages');
+    if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
+    await remove.execute();
+  }
+
+  async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
+    const result = await this.db
+      .deleteFrom('messages')
+      .where('session_id', '=', sessionId)
+      .where('turn_id', '=', turnId)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.db.deleteFrom('messages').where('session_id', '=', sessionId).execute();
+  }
+
+  /** Strictly increasing ISO times (per instance), so creation order is also time order. */
+  private now(): string {
+    this.lastTime = Math.max(Date.now(), this.lastTime + 1);
+    return new Date(this.lastTime).toISOString();
+  }
+}
+
+/** A conversation message: no kind, or a kind that is not a control kind. */
+function isConversation(eb: ExpressionBuilder<Database, 'messages'>) {
+  return eb.or([eb('kind', 'is', null), eb('kind', 'not in', CONTROL_KINDS)]);
+}
+
+/**
+ * Inserts a keyed message unless its key is already stored; returns what is stored under the
+ * key. `ON CONFLICT DO NOTHING` then a read back, so a concurrent writer of the same key waits
+ * for the other's commit and then returns its message instead of failing.
+ */
+async function insertOnce(
+  trx: Kysely<Database>,
+  row: Insertable<MessagesTable>,
+  key: string,
+): Promise<Selectable<MessagesTable> | Insertable<MessagesTable>> {
+  const result = await trx
+    .insertInto('messages')
+    .values(row)
+    .onConflict((oc) => oc.column('msg_key').doNothing())
+    .executeTakeFirst();
+  if (Number(result.numInsertedOrUpdatedRows ?? 0) > 0) return row;
+  return trx
+    .selectFrom('messages')
+    .selectAll()
+    .where('msg_key', '=', key)
+    .executeTakeFirstOrThrow();
+}
+
+/** The row of a new message. */
+function toRow(m: NewMessage, createdAt: string): Insertable<MessagesTable> {
+  const metadata = m.metadata ?? {};
+  const turnId = metadata[WellKnownMetadataKeys.TurnId];
+  return {
+    id: randomUUID(),
+    session_id: m.sessionId,
+    role: m.role,
+    kind: m.kind ?? null,
+    content: m.content,
+    tool_calls: m.toolCalls === undefined ? null : JSON.stringify(m.toolCalls),
+    tool_call_id: m.toolCallId ?? null,
+    reasoning_content: m.reasoningContent ?? null,
+    metadata: JSON.stringify(metadata),
+    turn_id: typeof turnId === 'string' ? turnId : null,
+    msg_key: m.key ?? null,
+    created_at: createdAt,
+  };
+}
+
+/** The message of a row; absent optional fields stay absent. */
+function fromRow(row: Selectable<MessagesTable> | Insertable<MessagesTable>): Message {
+  const message: Message = {
+    id: row.id,
+    sessionId: row.session_id,
+    role: row.role as MessageRole,
+    content: row.content,
+    metadata: JSON.parse(row.metadata) as Record<string, unknown>,
+    createdAt: row.created_at,
+  };
+  if (row.kind != null) message.kind = row.kind;
+  if (row.tool_calls != null)
+    message.toolCalls = JSON.parse(row.tool_calls) as Message['toolCalls'];
+  if (row.tool_call_id != null) message.toolCallId = row.tool_call_id;
+  if (row.reasoning_content != null) message.reasoningContent = row.reasoning_content;
+  if (row.msg_key != null) message.key = row.msg_key;
+  return message;
+}

@@ -41,9 +41,16 @@ function url(name: string, raw: string, protocols: string[]): string {
 export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const host = env.HOST ?? '127.0.0.1';
   if (!host.trim()) throw new ConfigError('HOST must not be empty');
+  if (!/^[\w.:%[\]-]+$/.test(host)) {
+    throw new ConfigError(`HOST must be a host name or an IP address, got "${host}"`);
+  }
   const token = env.AGENT_ADMIN_TOKEN;
   if (token !== undefined && token.length < 16) {
     throw new ConfigError('AGENT_ADMIN_TOKEN must be at least 16 characters long');
+  }
+  // It travels in an `Authorization: Bearer` header: visible ASCII only, no spaces.
+  if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) {
+    throw new ConfigError('AGENT_ADMIN_TOKEN must be printable ASCII without spaces');
   }
   const llmBase = env.LLM_BASE_URL?.trim();
   const db = env.AGENT_DB?.trim() || './data/agent.sqlite';

@@ -1,8 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { EventEmitterModule } from '@nestjs/event-emitter';
-import { TerminusModule } from '@nestjs/terminus';
 import { AgentModule } from './agent';
-import { HealthController } from './api';
+import { ApiModule } from './api';
 import { APP_CONFIG, loadAppConfig, type AppConfig } from './app.config';
 import { agentOptionsFromConfig } from './app.agent-options';
 
@@ -14,18 +13,24 @@ import { agentOptionsFromConfig } from './app.agent-options';
 })
 export class AppConfigModule {}
 
-/** The server's composition root, configured from the environment (interface.md section 2). */
+/**
+ * The server's composition root, configured from the environment (interface.md section 2).
+ * Build the application with `bodyParser: false` and call `setupApi(app)` before listening.
+ */
 @Module({
   imports: [
     AppConfigModule,
     EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
-    TerminusModule.forRoot({ logger: false }),
     AgentModule.forRootAsync({
+      isGlobal: true,
       imports: [AppConfigModule],
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => agentOptionsFromConfig(config),
     }),
+    ApiModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({ adminToken: config.adminToken }),
+    }),
   ],
-  controllers: [HealthController],
 })
 export class AppModule {}

@@ -1,9 +1,15 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { setupApi } from './api';
 import { AppModule } from './app.module';
 import { APP_CONFIG, ConfigError, loadAppConfig, type AppConfig } from './app.config';
 
+/**
+ * Starts the server: validates the environment (a bad value stops start-up with one line
+ * naming the variable), listens, and on SIGTERM / SIGINT shuts down gracefully: stops
+ * accepting, drains the agent (contract S9), closes sockets, exits 0.
+ */
 async function bootstrap(): Promise<void> {
   try {
     loadAppConfig();
@@ -14,8 +20,9 @@ async function bootstrap(): Promise<void> {
     }
     throw error;
   }
-  const app = await NestFactory.create(AppModule, { bufferLogs: false });
-  app.enableShutdownHooks();
+  const app = await NestFactory.create(AppModule, { bodyParser: false, abortOnError: false });
+  setupApi(app);
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
   const config = app.get<AppConfig>(APP_CONFIG);
   await app.listen(config.port, config.host);
   const logger = new Logger('Server');
@@ -26,6 +33,7 @@ async function bootstrap(): Promise<void> {
 }
 
 bootstrap().catch((error: unknown) => {
-  process.stderr.write(`Start-up failed: ${(error as Error)?.message ?? String(error)}\n`);
+  const message = (error as Error)?.message ?? String(error);
+  process.stderr.write(`Start-up failed: ${message.split('\n')[0]}\n`);
   process.exit(1);
 });

@@ -70,8 +70,11 @@ export class InputGate {
     const epoch = this.epochs.get(sessionId) ?? 0;
     const generation = await this.deps.sessions.generationOf(sessionId);
     await holds.whenFree(sessionId, () => this.closed);
-    if (this.closed) return this.drop(message, 'shutdown', true);
-    await this.deps.sessions.ensure(sessionId, message.sessionKind ? { kind: message.sessionKind } : {});
+    if (this.closed) return this.dropArchived(message, 'shutdown', epoch, generation);
+    await this.deps.sessions.ensure(
+      sessionId,
+      message.sessionKind ? { kind: message.sessionKind } : {},
+    );
     const settlement = new Deferred<Settlement>();
     const ctx: InputBeforeContext = { message };
     let reached: boolean;
@@ -83,7 +86,7 @@ export class InputGate {
     } catch (error) {
       if (settlement.settled) return settlement.promise;
       this.logger.error(`agent:input:before failed for session ${sessionId}: ${String(error)}`);
-      return this.drop(ctx.message, 'failed', true);
+      return this.dropArchived(ctx.message, 'failed', epoch, generation);
     }
     if (!reached) {
       this.deps.events.emit('outbound:stream', { sessionId, done: true });
@@ -106,14 +109,10 @@ export class InputGate {
     const { holds } = this.scheduler;
     for (;;) {
       await holds.whenFree(sessionId, () => this.closed);
-      if (this.closed) {
-        settlement.resolve(await this.drop(message, 'shutdown', true));
-        return false;
-      }
-      const now = await this.deps.sessions.generationOf(sessionId);
+      const now = this.closed ? generation : await this.deps.sessions.generationOf(sessionId);
       // Shutdown or a new hold may have begun while the generation was read.
       if (this.closed) {
-        settlement.resolve(await this.drop(message, 'shutdown', true));
+        settlement.resolve(await this.dropArchived(message, 'shutdown', epoch, generation));
         return false;
       }
       if (holds.isHeld(sessionId)) continue;
@@ -124,6 +123,26 @@ export class InputGate {
       this.scheduler.enter({ message, settlement });
       return true;
     }
+  }
+
+  /**
+   * Drops an input that is archived without turn id (shutdown, I14; a failing preprocessor), unless
+   * its session was deleted since it arrived: an input of a deleted generation is never archived
+   * (S7).
+   */
+  private async dropArchived(
+    message: IncomingMessage,
+    reason: DropReason,
+    epoch: number,
+    generation: number,
+  ): Promise<Settlement> {
+    const { sessionId } = message;
+    let stale = (this.epochs.get(sessionId) ?? 0) !== epoch;
+    if (!stale) {
+      const now = await this.deps.sessions.generationOf(sessionId).catch(() => generation);
+      stale = now !== generation || (this.epochs.get(sessionId) ?? 0) !== epoch;
+    }
+    return stale ? this.drop(message, 'stale-generation', false) : this.drop(message, reason, true);
   }
 
   private async drop(
@@ -144,11 +163,13 @@ export class InputGate {
 }
 
 function validate(message: IncomingMessage): void {
-  if (!message || typeof message !== 'object') throw new InvalidInputError('message', 'must be an object');
+  if (!message || typeof message !== 'object')
+    throw new InvalidInputError('message', 'must be an object');
   if (typeof message.sessionId !== 'string' || !message.sessionId.trim()) {
     throw new InvalidInputError('sessionId', 'must be a non-empty string');
   }
-  if (typeof message.content !== 'string') throw new InvalidInputError('content', 'must be a string');
+  if (typeof message.content !== 'string')
+    throw new InvalidInputError('content', 'must be a string');
   if (message.source !== undefined && (typeof message.source !== 'string' || !message.source)) {
     throw new InvalidInputError('source', 'must be a non-empty string when given');
   }

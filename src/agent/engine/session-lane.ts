@@ -89,7 +89,7 @@ export class SessionLane<T = unknown> {
   takePending(turnId: string): LaneInput<T>[] {
     if (this.turn?.turnId !== turnId || !this.turn.acceptsInsertions) return [];
     const taken: LaneInput<T>[] = [];
-    for (let i = 0; i < this.waiting.length; ) {
+    for (let i = 0; i < this.waiting.length;) {
       if (this.waiting[i].pending) taken.push(this.waiting.splice(i, 1)[0].input);
       else i++;
     }

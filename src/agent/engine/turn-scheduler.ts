@@ -120,7 +120,9 @@ export class TurnScheduler {
       try {
         await this.deps.archive.append(plan.inputs.map((p) => archivedInput(p.message)));
       } catch (error) {
-        this.logger.error(`Could not archive ${plan.inputs.length} dropped input(s): ${String(error)}`);
+        this.logger.error(
+          `Could not archive ${plan.inputs.length} dropped input(s): ${String(error)}`,
+        );
       }
     }
     for (const p of plan.inputs) {
@@ -161,7 +163,11 @@ export class TurnScheduler {
     );
   }
 
-  private async settle(turn: Turn, lane: SessionLane<PendingInput>, result: TurnResult): Promise<void> {
+  private async settle(
+    turn: Turn,
+    lane: SessionLane<PendingInput>,
+    result: TurnResult,
+  ): Promise<void> {
     turn.ended = true;
     const settlement: Settlement =
       result.outcome === 'blocked'
@@ -176,7 +182,7 @@ export class TurnScheduler {
     for (const member of turn.members) member.settlement.resolve(settlement);
     // Drops made while these are being archived (the turn is still the session's) join the loop,
     // so none is left behind for a later turn.
-    for (let plans = this.takePlans(turn.sessionId); plans.length; ) {
+    for (let plans = this.takePlans(turn.sessionId); plans.length;) {
       for (const plan of plans) await this.carryOut(plan);
       plans = this.takePlans(turn.sessionId);
     }

@@ -1,4 +1,10 @@
-import type { AbortOptions, IncomingMessage, Settlement, TurnInput, TurnOutcome } from '../../contracts';
+import type {
+  AbortOptions,
+  IncomingMessage,
+  Settlement,
+  TurnInput,
+  TurnOutcome,
+} from '../../contracts';
 import { Deferred } from './deferred';
 
 /** An input on its way: the message after preprocessing and its settlement. */

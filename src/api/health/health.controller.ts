@@ -1,14 +1,23 @@
-import { Controller, Get, Inject } from '@nestjs/common';
+import { Controller, Get, HttpStatus, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import {
   HealthCheck,
   HealthCheckService,
   HealthIndicatorService,
   type HealthCheckResult,
 } from '@nestjs/terminus';
+import { SkipThrottle } from '@nestjs/throttler';
 import { HistoryStore, type HistoryStore as HistoryStorePort } from '../../contracts';
 import { ModelRegistry } from '../../llm';
+import { THROTTLERS } from '../api.module-definition';
+import { Public } from '../auth/auth.decorators';
+import type { HttpResponse } from '../http/http-types';
+import { AgentMetrics } from '../metrics/agent-metrics.service';
 
-/** `GET /health`: liveness and readiness of the store and the model provider. */
+/** `GET /health`: liveness and readiness of the store, the queue and the model provider. */
+@ApiTags('operations')
+@Public()
+@SkipThrottle({ [THROTTLERS.admin]: true })
 @Controller('health')
 export class HealthController {
   constructor(
@@ -16,12 +25,25 @@ export class HealthController {
     private readonly indicators: HealthIndicatorService,
     @Inject(HistoryStore) private readonly history: HistoryStorePort,
     private readonly models: ModelRegistry,
+    private readonly activity: AgentMetrics,
   ) {}
 
   @Get()
   @HealthCheck()
-  check(): Promise<HealthCheckResult> {
-    return this.health.check([() => this.store(), () => this.model()]);
+  @ApiOperation({ summary: 'Liveness and readiness (store, queue, model provider)' })
+  async check(@Res({ passthrough: true }) response: HttpResponse): Promise<HealthCheckResult> {
+    try {
+      return await this.health.check([
+        () => this.store(),
+        () => this.queue(),
+        () => this.model(),
+      ]);
+    } catch (error) {
+      // Down: 503 with the same report as when up, so probes and people read one shape.
+      if (!(error instanceof ServiceUnavailableException)) throw error;
+      response.status(HttpStatus.SERVICE_UNAVAILABLE);
+      return error.getResponse() as HealthCheckResult;
+    }
   }
 
   private async store() {
@@ -32,6 +54,15 @@ export class HealthController {
     } catch (error) {
       return indicator.down({ message: (error as Error).message });
     }
+  }
+
+  /** The in-process queue is up while the process runs; it reports what waits and runs. */
+  private queue() {
+    return this.indicators.check('queue').up({
+      mode: 'in-process',
+      waiting: this.activity.waiting,
+      running: this.activity.runningTurns,
+    });
   }
 
   private async model() {

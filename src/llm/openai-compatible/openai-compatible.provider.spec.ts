@@ -5,6 +5,7 @@ import { APIError, APIUserAbortError } from 'openai';
 import { FakeOpenAiServer } from '../../../test/support/fake-openai-server';
 import type { ChatRequest, ChatStreamChunk, ProviderUsage } from '../../contracts/llm';
 import type { ModelMessage, ToolCall } from '../../contracts/messages';
+import { ProviderError } from '../provider-error';
 import {
   OpenAiCompatibleProvider,
   type OpenAiCompatibleProviderOptions,
@@ -382,13 +383,15 @@ describe('OpenAiCompatibleProvider', () => {
       expect(calls[2].function.arguments).toBe('{}');
     });
 
-    it('throws the SDK error of an HTTP error answer', async () => {
-      server.enqueue({ status: 400, body: { error: { message: 'bad model', type: 'invalid' } } });
+    it('throws a ProviderError caused by the SDK error of an HTTP error answer', async () => {
+      server.enqueue({ status: 400, body: { error: { message: 'bad tools', type: 'invalid' } } });
 
       const error = await collect(provider().stream(request())).catch((e: unknown) => e);
 
-      expect(error).toBeInstanceOf(APIError);
-      expect((error as APIError).status).toBe(400);
+      expect(error).toBeInstanceOf(ProviderError);
+      expect(error).toMatchObject({ kind: 'bad-request', status: 400 });
+      expect((error as ProviderError).cause).toBeInstanceOf(APIError);
+      expect((error as Error).message).toContain('bad tools');
     });
 
     it('finishes a held answer once the server releases it', async () => {
@@ -491,10 +494,10 @@ describe('OpenAiCompatibleProvider', () => {
       await disconnected;
     });
 
-    it('throws the SDK error of an HTTP error answer', async () => {
+    it('throws a ProviderError for an HTTP error answer', async () => {
       server.enqueue({ status: 401 });
 
-      await expect(provider().chat(request())).rejects.toMatchObject({ status: 401 });
+      await expect(provider().chat(request())).rejects.toMatchObject({ kind: 'auth', status: 401 });
     });
   });
 

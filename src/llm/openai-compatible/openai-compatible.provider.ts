@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import OpenAI, { APIUserAbortError } from 'openai';
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from 'openai';
 import type {
   ChatCompletionChunk,
   ChatCompletionContentPart,
@@ -18,9 +23,29 @@ import type {
   ToolCall,
   ToolDefinition,
 } from '../../contracts';
+import { CallSignal } from '../call-signal';
+import {
+  endpointLabel,
+  disconnected,
+  ProviderError,
+  stalled,
+  StreamTruncatedError,
+  toProviderError,
+  type ErrorContext,
+} from '../provider-error';
+import {
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_TIMEOUT_MS,
+  policyOf,
+  retryCall,
+  retryStream,
+  type ResilienceOptions,
+  type RetryControl,
+  type RetryPolicy,
+} from '../retry';
 
 /** Options of an {@link OpenAiCompatibleProvider}. */
-export interface OpenAiCompatibleProviderOptions {
+export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
   /** Provider instance id (`ModelRef.provider`). @default 'openai' */
   id?: string;
   /** Base URL of the endpoint, including the version path (e.g. `http://localhost:11434/v1`). */
@@ -33,10 +58,6 @@ export interface OpenAiCompatibleProviderOptions {
   capabilities?: Record<string, Partial<ModelCapabilities>>;
   /** Capability overrides for every model, merged over the built-in defaults. */
   defaultCapabilities?: Partial<ModelCapabilities>;
-  /** Milliseconds the SDK waits for a response (headers) before giving up. @default 120000 */
-  timeoutMs?: number;
-  /** Retries of the SDK on connection errors, 408, 409, 429 and 5xx answers. @default 2 */
-  maxRetries?: number;
 }
 
 /** Milliseconds `ping()` waits for `GET /models`. */
@@ -70,31 +91,51 @@ interface WireUsage {
   total_tokens?: number;
 }
 
+const OPENAI_ERRORS = { APIError, APIConnectionError, APIConnectionTimeoutError };
+
 /**
  * A model provider for any OpenAI-compatible chat-completions endpoint (OpenAI, Azure-style
  * routers, vLLM, llama.cpp, Ollama, LM Studio, Groq, DeepSeek, xAI, Mistral, ...), built on the
  * official `openai` SDK. It serves any model name.
  *
- * Errors: SDK errors (`APIError` and subclasses, `APIConnectionError`, ...) propagate unchanged.
- * An abort through `ChatRequest.signal` always surfaces as the SDK's `APIUserAbortError`
- * (`instanceof APIUserAbortError` from `openai`), whether it happens before the answer starts or
- * mid-stream (where the SDK itself would end the stream silently).
+ * Resilience: the SDK's own retries are off; this provider retries connection errors, 408, 409,
+ * 429 and 5xx answers (and streams that break before their first chunk) with exponential backoff
+ * and full jitter, honouring `Retry-After`, but never once a chunk was yielded. A stream that
+ * stays silent longer than `idleTimeoutMs` is given up.
+ *
+ * Errors: every failure is a {@link ProviderError} whose message is one sentence telling the user
+ * what to do (unreachable endpoint, 401, unknown model, context length, rate limit, malformed or
+ * cut stream, ...). An abort through `ChatRequest.signal` always surfaces as the SDK's
+ * `APIUserAbortError` (`instanceof APIUserAbortError` from `openai`), whether it happens before
+ * the answer starts, during a retry wait, or mid-stream (where the SDK itself would end the
+ * stream silently).
  */
 export class OpenAiCompatibleProvider implements LlmProvider {
   /** Provider instance id. */
   readonly id: string;
   /** Default model name, if configured. */
   readonly defaultModel?: string;
+  /** The base URL as shown in logs and notices (no credentials, no query). */
+  readonly endpoint: string;
   private readonly client: OpenAI;
+  private readonly policy: RetryPolicy;
+  /** Set once the endpoint rejected `stream_options`: usage then comes only if sent unasked. */
+  private streamOptionsRejected = false;
 
   constructor(private readonly options: OpenAiCompatibleProviderOptions) {
     this.id = options.id ?? 'openai';
     this.defaultModel = options.defaultModel;
+    this.endpoint = endpointLabel(options.baseURL);
+    this.policy = policyOf(options);
     this.client = new OpenAI({
       baseURL: options.baseURL,
       apiKey: options.apiKey || 'not-needed',
-      maxRetries: options.maxRetries ?? 2,
-      timeout: options.timeoutMs ?? 120_000,
+      maxRetries: 0,
+      timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      fetch: doneAwareFetch,
+      // Failures reach the caller as one-sentence ProviderErrors; the SDK's console lines would
+      // only repeat them (and print raw stream data).
+      logLevel: 'off',
     });
   }
 
@@ -111,13 +152,19 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     };
   }
 
-  /** One non-streaming call. */
+  /** One non-streaming call (retried as a whole on retryable errors). */
   async chat(request: ChatRequest): Promise<ChatResponse> {
-    const completion = await this.client.chat.completions
-      .create({ ...this.buildParams(request), stream: false }, { signal: request.signal })
-      .catch((error: unknown) => {
-        throw abortAware(request.signal, error);
-      });
+    if (request.signal.aborted) throw new APIUserAbortError();
+    const completion = await retryCall(
+      () =>
+        this.client.chat.completions
+          .create({ ...this.buildParams(request), stream: false }, { signal: request.signal })
+          .catch((error: unknown) => {
+            throw this.failure(request, error);
+          }),
+      this.policy,
+      this.retryControl(request),
+    );
     const message: Record<string, any> = completion.choices?.[0]?.message ?? {};
     const parts = splitContent(message.content);
     const reasoning = firstText(message.reasoning_content, message.reasoning) + parts.reasoning;
@@ -137,27 +184,98 @@ export class OpenAiCompatibleProvider implements LlmProvider {
    * reports it, and the assembled tool calls (in index order) once at the end.
    */
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamChunk, void, undefined> {
-    const assembler = new ToolCallAssembler();
-    try {
-      const chunks = await this.client.chat.completions.create(
-        { ...this.buildParams(request), stream: true, stream_options: { include_usage: true } },
-        { signal: request.signal },
-      );
-      for await (const chunk of chunks) {
-        for (const out of readChunk(chunk, assembler)) yield out;
-      }
-    } catch (error) {
-      throw abortAware(request.signal, error);
-    }
-    // The SDK ends a stream silently when its request is aborted.
     if (request.signal.aborted) throw new APIUserAbortError();
-    const toolCalls = assembler.result();
-    if (toolCalls.length) yield { toolCalls };
+    yield* retryStream(() => this.attempt(request), this.policy, this.retryControl(request));
   }
 
   /** Readiness probe: lists the models; throws when the endpoint cannot be reached. */
   async ping(): Promise<void> {
     await this.client.models.list({ timeout: PING_TIMEOUT_MS, maxRetries: 0 });
+  }
+
+  /** One streamed attempt. */
+  private async *attempt(request: ChatRequest): AsyncGenerator<ChatStreamChunk, void, undefined> {
+    const call = new CallSignal(
+      request.signal,
+      this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    );
+    const assembler = new ToolCallAssembler();
+    let finished = false;
+    try {
+      const chunks = await this.openStream(request, call.signal);
+      call.touch();
+      for await (const chunk of chunks) {
+        call.touch();
+        if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
+        for (const out of readChunk(chunk, assembler)) yield out;
+      }
+    } catch (error) {
+      // A server that ends without `[DONE]` after a finished choice has still answered.
+      if (!(error instanceof StreamTruncatedError && finished)) {
+        throw this.failure(request, error, call);
+      }
+    } finally {
+      call.stop();
+    }
+    // The SDK ends a stream silently when its request is aborted.
+    if (request.signal.aborted) throw new APIUserAbortError();
+    if (call.timedOut) throw stalled(this.context(request), this.options.idleTimeoutMs ?? 0);
+    const toolCalls = assembler.result();
+    if (toolCalls.length) yield { toolCalls };
+  }
+
+  /** Sends the streaming request; drops `stream_options` for endpoints that reject it. */
+  private async openStream(request: ChatRequest, signal: AbortSignal) {
+    const params = { ...this.buildParams(request), stream: true as const };
+    if (this.streamOptionsRejected) return this.client.chat.completions.create(params, { signal });
+    try {
+      return await this.client.chat.completions.create(
+        { ...params, stream_options: { include_usage: true } },
+        { signal },
+      );
+    } catch (error) {
+      if (!(
+        error instanceof APIError &&
+        error.status === 400 &&
+        /stream_options/i.test(error.message)
+      )) {
+        throw error;
+      }
+      this.streamOptionsRejected = true;
+      return this.client.chat.completions.create(params, { signal });
+    }
+  }
+
+  /** The error to throw for a failed attempt: an abort stays an abort. */
+  private failure(request: ChatRequest, error: unknown, call?: CallSignal): unknown {
+    if (request.signal.aborted) {
+      return error instanceof APIUserAbortError ? error : new APIUserAbortError();
+    }
+    if (call?.timedOut)
+      return stalled(this.context(request), this.options.idleTimeoutMs ?? 0, error);
+    if (error instanceof StreamTruncatedError) return disconnected(this.context(request), error);
+    return toProviderError(error, this.context(request), OPENAI_ERRORS);
+  }
+
+  private retryControl(request: ChatRequest): RetryControl {
+    return {
+      signal: request.signal,
+      retryable: (error) =>
+        error instanceof ProviderError && error.retryable
+          ? { retryAfterMs: error.retryAfterMs }
+          : false,
+      abortError: () => new APIUserAbortError(),
+      onRetry: this.options.onRetry,
+    };
+  }
+
+  private context(request: ChatRequest): ErrorContext {
+    return {
+      endpoint: this.endpoint,
+      model: request.model,
+      wire: 'OpenAI-compatible',
+      timeoutMs: this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    };
   }
 
   /** Request fields common to `chat` and `stream`. */
@@ -175,9 +293,39 @@ export class OpenAiCompatibleProvider implements LlmProvider {
   }
 }
 
-/** `error`, or the SDK's `APIUserAbortError` when it happened because `signal` was aborted. */
-function abortAware(signal: AbortSignal, error: unknown): unknown {
-  return signal.aborted && !(error instanceof APIUserAbortError) ? new APIUserAbortError() : error;
+/**
+ * `fetch` that watches event streams for the closing `data: [DONE]` line: a stream whose body
+ * ends without it fails with {@link StreamTruncatedError}, so a connection closed mid-answer is
+ * told apart from a finished answer (the SDK ends both silently).
+ */
+async function doneAwareFetch(
+  input: string | URL | Request,
+  init?: RequestInit,
+): Promise<Response> {
+  const response = await fetch(input, init);
+  const type = response.headers.get('content-type') ?? '';
+  if (!response.body || !type.includes('text/event-stream')) return response;
+  const decoder = new TextDecoder();
+  let tail = '';
+  let done = false;
+  const watch = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      if (!done) {
+        const text = tail + decoder.decode(chunk, { stream: true });
+        done = /(?:^|[\r\n])data:[ \t]*\[DONE\]/.test(text);
+        tail = text.slice(-32);
+      }
+      controller.enqueue(chunk);
+    },
+    flush(controller) {
+      if (!done) controller.error(new StreamTruncatedError());
+    },
+  });
+  return new Response(response.body.pipeThrough(watch), {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }
 
 /** The stream chunks of one wire chunk; tool-call deltas go to `assembler`. */

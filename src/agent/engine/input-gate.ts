@@ -52,12 +52,12 @@ export class InputGate {
     try {
       validate(message);
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    const done = this.pass({ ...message }).catch((error: unknown) => {
+    const done = this.pass({ ...message }).catch((error: unknown): Settlement => {
       this.logger.error(`Input for session ${message.sessionId} failed: ${String(error)}`);
       this.deps.events.emit('outbound:stream', { sessionId: message.sessionId, done: true });
-      return { settled: 'dropped', reason: 'failed' } as Settlement;
+      return { settled: 'dropped', reason: 'failed' };
     });
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));

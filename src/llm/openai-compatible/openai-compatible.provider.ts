@@ -24,9 +24,11 @@ import type {
   ToolDefinition,
 } from '../../contracts';
 import { CallSignal } from '../call-signal';
+import { safeFetch } from '../fetch';
 import {
   endpointLabel,
   disconnected,
+  isDroppedConnection,
   ProviderError,
   stalled,
   StreamTruncatedError,
@@ -210,8 +212,8 @@ export class OpenAiCompatibleProvider implements LlmProvider {
         for (const out of readChunk(chunk, assembler)) yield out;
       }
     } catch (error) {
-      // A server that ends without `[DONE]` after a finished choice has still answered.
-      if (!(error instanceof StreamTruncatedError && finished)) {
+      // A server that closes without `[DONE]` after a finished choice has still answered.
+      if (!(finished && isDroppedConnection(error))) {
         throw this.failure(request, error, call);
       }
     } finally {
@@ -219,7 +221,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     }
     // The SDK ends a stream silently when its request is aborted.
     if (request.signal.aborted) throw new APIUserAbortError();
-    if (call.timedOut) throw stalled(this.context(request), this.options.idleTimeoutMs ?? 0);
+    if (call.timedOut) throw stalled(this.context(request), call.idleTimeoutMs);
     const toolCalls = assembler.result();
     if (toolCalls.length) yield { toolCalls };
   }
@@ -251,8 +253,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     if (request.signal.aborted) {
       return error instanceof APIUserAbortError ? error : new APIUserAbortError();
     }
-    if (call?.timedOut)
-      return stalled(this.context(request), this.options.idleTimeoutMs ?? 0, error);
+    if (call?.timedOut) return stalled(this.context(request), call.idleTimeoutMs, error);
     if (error instanceof StreamTruncatedError) return disconnected(this.context(request), error);
     return toProviderError(error, this.context(request), OPENAI_ERRORS);
   }
@@ -302,7 +303,7 @@ async function doneAwareFetch(
   input: string | URL | Request,
   init?: RequestInit,
 ): Promise<Response> {
-  const response = await fetch(input, init);
+  const response = await safeFetch(input, init);
   const type = response.headers.get('content-type') ?? '';
   if (!response.body || !type.includes('text/event-stream')) return response;
   const decoder = new TextDecoder();

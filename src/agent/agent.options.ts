@@ -5,6 +5,7 @@ import type {
   ModelCapabilities,
   ModelRef,
   SessionStore,
+  ToolSpec,
 } from '../contracts';
 
 /** Options of `AgentModule.forRoot` / `forRootAsync`. Every field is optional. */
@@ -41,6 +42,8 @@ export interface AgentModuleOptions {
   historyStore?: HistoryStore;
   /** Persistence of inputs, tool groups, replies and markers. @default in-memory */
   messageArchive?: MessageArchive;
+  /** Tools registered at start, next to the `@AgentTool` methods (owner `AgentModule`). */
+  tools?: ToolSpec[];
   /** Milliseconds a tool call may run before it is abandoned. @default 60000 */
   toolTimeoutMs?: number;
   /** The bot's own identity, written on final replies (`selfId`). */

@@ -50,6 +50,9 @@ export class AgentService
   ) {}
 
   onModuleInit(): void {
+    for (const tool of this.moduleOptions.tools ?? []) {
+      this.unsubscribe.push(this.deps.tools.register(tool, 'AgentModule'));
+    }
     this.unsubscribe.push(
       this.deps.events.on('session:deleted', ({ sessionId }) => this.onSessionDeleted(sessionId)),
       this.deps.events.on('token:request', ({ sessionId }) =>

@@ -5,7 +5,9 @@ import {
   LlmProvider,
   MessageArchive,
   SessionStore,
+  WorkDispatcher,
   type HistoryStore as HistoryStorePort,
+  type WorkDispatcher as WorkDispatcherPort,
   type LlmProvider as LlmProviderPort,
   type MessageArchive as MessageArchivePort,
   type SessionStore as SessionStorePort,
@@ -26,7 +28,14 @@ import { resolveAgentOptions } from './agent.options.validate';
 import { AgentService } from './agent.service';
 import { AGENT_TURN_DEPS } from './agent.tokens';
 import { AgentExplorer } from './discovery/agent.explorer';
-import { HoldTable, InputGate, TurnRunner, TurnScheduler, type TurnDeps } from './engine';
+import {
+  HoldTable,
+  InProcessDispatcher,
+  InputGate,
+  TurnRunner,
+  TurnScheduler,
+  type TurnDeps,
+} from './engine';
 import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -120,9 +129,15 @@ const engine: Provider[] = [
     inject: [AGENT_TURN_DEPS, TurnRunner, HoldTable],
   },
   {
+    provide: WorkDispatcher,
+    useFactory: (scheduler: TurnScheduler) => new InProcessDispatcher(scheduler),
+    inject: [TurnScheduler],
+  },
+  {
     provide: InputGate,
-    useFactory: (deps: TurnDeps, scheduler: TurnScheduler) => new InputGate(deps, scheduler),
-    inject: [AGENT_TURN_DEPS, TurnScheduler],
+    useFactory: (deps: TurnDeps, dispatcher: WorkDispatcherPort, holds: HoldTable) =>
+      new InputGate(deps, dispatcher, holds),
+    inject: [AGENT_TURN_DEPS, WorkDispatcher, HoldTable],
   },
 ];
 
@@ -157,6 +172,7 @@ const engine: Provider[] = [
     SessionStore,
     HistoryStore,
     MessageArchive,
+    WorkDispatcher,
     AGENT_OPTIONS,
   ],
 })

@@ -8,6 +8,8 @@ import {
 } from '@nestjs/common';
 import {
   ModelNotFoundError,
+  WorkDispatcher,
+  type WorkDispatcher as WorkDispatcherPort,
   type AbortOptions,
   type IncomingMessage,
   type ModelRef,
@@ -17,7 +19,7 @@ import {
 import { AGENT_MODULE_OPTIONS } from './agent.module-definition';
 import type { AgentModuleOptions } from './agent.options';
 import { AGENT_TURN_DEPS } from './agent.tokens';
-import { InputGate, TurnScheduler, type TurnDeps } from './engine';
+import { HoldTable, InputGate, type TurnDeps } from './engine';
 import { UsageSnapshots } from './usage-snapshots';
 
 /** A preprocessor's `next`: continue, optionally with a replacement message. */
@@ -44,7 +46,8 @@ export class AgentService
   constructor(
     @Inject(AGENT_TURN_DEPS) private readonly deps: TurnDeps,
     @Inject(AGENT_MODULE_OPTIONS) private readonly moduleOptions: AgentModuleOptions,
-    private readonly scheduler: TurnScheduler,
+    @Inject(WorkDispatcher) private readonly dispatcher: WorkDispatcherPort,
+    private readonly holds: HoldTable,
     private readonly gate: InputGate,
     private readonly snapshots: UsageSnapshots,
   ) {}
@@ -74,7 +77,7 @@ export class AgentService
 
   /** S3: stops the running turn (when `turnId` matches); returns whether it stopped one. */
   abort(sessionId: string, options: AbortOptions = {}): boolean {
-    return this.scheduler.abort(sessionId, options);
+    return this.dispatcher.abort(sessionId, options);
   }
 
   /**
@@ -87,14 +90,14 @@ export class AgentService
     clear: () => unknown,
     reason?: string,
   ): Promise<void> {
-    const release = this.scheduler.holds.hold(sessionIds);
+    const release = this.holds.hold(sessionIds);
     try {
-      const targets = sessionIds ?? this.scheduler.activeSessions();
-      await Promise.all(targets.map((id) => this.scheduler.stopSession(id, 'cleared', reason)));
+      const targets = sessionIds ?? this.dispatcher.activeSessions();
+      await Promise.all(targets.map((id) => this.dispatcher.stop(id, 'cleared', reason)));
       await clear();
     } finally {
       release();
-      this.scheduler.pumpAll();
+      this.dispatcher.resume();
     }
   }
 
@@ -142,20 +145,20 @@ export class AgentService
 
   /** The session's waiting inputs (S8). */
   waiting(sessionId: string): IncomingMessage[] {
-    return this.scheduler.waiting(sessionId);
+    return this.dispatcher.waiting(sessionId);
   }
 
   /** The session's running turn id, if any. */
   runningTurn(sessionId: string): string | undefined {
-    return this.scheduler.runningTurnId(sessionId);
+    return this.dispatcher.runningTurn(sessionId);
   }
 
   /** S9: stop accepting, abort running turns, drop waiting inputs, wait until all settled. */
   async beforeApplicationShutdown(): Promise<void> {
     this.gate.close();
-    const stops = this.scheduler
+    const stops = this.dispatcher
       .activeSessions()
-      .map((id) => this.scheduler.stopSession(id, 'shutdown', 'shutdown'));
+      .map((id) => this.dispatcher.stop(id, 'shutdown', 'shutdown'));
     const all = Promise.all([...stops, ...this.gate.pending()]);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
@@ -187,7 +190,7 @@ export class AgentService
     this.gate.markDeleted(sessionId);
     // Stop and drop synchronously, before anything is awaited: nothing of the old generation may
     // open a turn meanwhile. A failing generation store still waits for the stop.
-    const stopped = this.scheduler.stopSession(sessionId, 'deleted', 'session deleted');
+    const stopped = this.dispatcher.stop(sessionId, 'deleted', 'session deleted');
     try {
       await this.deps.sessions.advanceGeneration(sessionId);
     } finally {

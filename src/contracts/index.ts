@@ -8,3 +8,4 @@ export * from './ports';
 export * from './hooks';
 export * from './events';
 export * from './errors';
+export * from './dispatch';

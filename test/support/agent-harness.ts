@@ -54,6 +54,8 @@ export class AgentHarness {
     options: {
       agent?: AgentModuleOptions;
       providers?: Provider[];
+      /** Providers added to AgentModule itself, after its defaults (bindings by token). */
+      extraProviders?: Provider[];
       imports?: Type<unknown>[];
       server?: FakeOpenAiServer;
     } = {},
@@ -69,6 +71,7 @@ export class AgentHarness {
             maxRetries: 0,
           }),
           ...options.agent,
+          providers: options.extraProviders ?? [],
         }),
         ...(options.imports ?? []),
       ],

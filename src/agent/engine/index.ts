@@ -6,3 +6,4 @@ export * from './turn-deps';
 export * from './turn-runner';
 export * from './turn-scheduler';
 export * from './input-gate';
+export * from './in-process.dispatcher';

@@ -1,12 +1,16 @@
 import { HookRegistry } from '../../hooks';
-import { InvalidInputError, type IncomingMessage, type NewMessage } from '../../contracts';
+import {
+  InvalidInputError,
+  type IncomingMessage,
+  type NewMessage,
+  type WorkDispatcher,
+} from '../../contracts';
 import { Deferred } from './deferred';
 import { HoldTable } from './holds';
 import { InputGate } from './input-gate';
 import type { TurnDeps } from './turn-deps';
-import type { TurnScheduler } from './turn-scheduler';
 
-/** The gate against stub stores whose generation reads can be held, and a recording scheduler. */
+/** The gate against stub stores whose generation reads can be held, and a recording dispatcher. */
 function setup() {
   const reads: Deferred<number>[] = [];
   let holdReads = false;
@@ -33,11 +37,13 @@ function setup() {
     },
     events: { emit: () => undefined },
   } as unknown as TurnDeps;
-  const scheduler = {
-    holds,
-    enter: (input: { message: IncomingMessage }) => entered.push(input.message),
-  } as unknown as TurnScheduler;
-  const gate = new InputGate(deps, scheduler);
+  const dispatcher = {
+    submit: (message: IncomingMessage) => {
+      entered.push(message);
+      return new Promise(() => undefined);
+    },
+  } as unknown as WorkDispatcher;
+  const gate = new InputGate(deps, dispatcher, holds);
   return {
     gate,
     holds,

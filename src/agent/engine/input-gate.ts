@@ -6,9 +6,10 @@ import {
   type InputBeforeContext,
   type Settlement,
 } from '../../contracts';
+import type { WorkDispatcher } from '../../contracts';
 import { Deferred } from './deferred';
+import type { HoldTable } from './holds';
 import type { TurnDeps } from './turn-deps';
-import type { TurnScheduler } from './turn-scheduler';
 import { archivedInput } from './turn-state';
 
 /**
@@ -25,7 +26,8 @@ export class InputGate {
 
   constructor(
     private readonly deps: TurnDeps,
-    private readonly scheduler: TurnScheduler,
+    private readonly dispatcher: WorkDispatcher,
+    private readonly holds: HoldTable,
   ) {}
 
   /** Marks the start of a session's deletion: inputs that entered before are stale. */
@@ -36,7 +38,7 @@ export class InputGate {
   /** Stops accepting: new and gate-held inputs are dropped (S9). */
   close(): void {
     this.closed = true;
-    this.scheduler.holds.wakeAll();
+    this.holds.wakeAll();
   }
 
   /** Inputs still on their way through the gate. */
@@ -66,7 +68,7 @@ export class InputGate {
 
   private async pass(message: IncomingMessage): Promise<Settlement> {
     const { sessionId } = message;
-    const { holds } = this.scheduler;
+    const { holds } = this;
     const epoch = this.epochs.get(sessionId) ?? 0;
     const generation = await this.deps.sessions.generationOf(sessionId);
     await holds.whenFree(sessionId, () => this.closed);
@@ -106,7 +108,7 @@ export class InputGate {
     generation: number,
   ): Promise<boolean> {
     const { sessionId } = message;
-    const { holds } = this.scheduler;
+    const { holds } = this;
     for (;;) {
       await holds.whenFree(sessionId, () => this.closed);
       const now = this.closed ? generation : await this.deps.sessions.generationOf(sessionId);
@@ -120,7 +122,8 @@ export class InputGate {
         settlement.resolve(await this.drop(message, 'stale-generation', false));
         return false;
       }
-      this.scheduler.enter({ message, settlement });
+      // Plain data crosses the dispatcher seam: the message in, its settlement out.
+      void this.dispatcher.submit(message).then((result) => settlement.resolve(result));
       return true;
     }
   }

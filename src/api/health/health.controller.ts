@@ -1,4 +1,11 @@
-import { Controller, Get, HttpStatus, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  HttpStatus,
+  Inject,
+  Res,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import {
   HealthCheck,
@@ -33,11 +40,7 @@ export class HealthController {
   @ApiOperation({ summary: 'Liveness and readiness (store, queue, model provider)' })
   async check(@Res({ passthrough: true }) response: HttpResponse): Promise<HealthCheckResult> {
     try {
-      return await this.health.check([
-        () => this.store(),
-        () => this.queue(),
-        () => this.model(),
-      ]);
+      return await this.health.check([() => this.store(), () => this.queue(), () => this.model()]);
     } catch (error) {
       // Down: 503 with the same report as when up, so probes and people read one shape.
       if (!(error instanceof ServiceUnavailableException)) throw error;

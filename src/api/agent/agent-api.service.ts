@@ -1,0 +1,113 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { EventEmitter2 } from '@nestjs/event-emitter';
+import { AgentService } from '../../agent';
+import {
+  HistoryStore,
+  ModelNotFoundError,
+  SessionNotFoundError,
+  SessionStore,
+  type AbortOptions,
+  type HistoryStore as HistoryStorePort,
+  type IncomingMessage,
+  type ModelRef,
+  type SessionDeletedEvent,
+  type SessionStore as SessionStorePort,
+  type TokenUsageEvent,
+} from '../../contracts';
+import { ModelRefusedException } from '../http/api-error';
+import {
+  mapSettlement,
+  type AcceptedResponse,
+  type ClearedResponse,
+  type HistoryResponse,
+  type QueueResponse,
+  type SettledResponse,
+} from './agent.dto';
+
+/**
+ * What the REST routes and socket events do, one method each, over `AgentService` and the
+ * session stores. Controllers and the gateway stay plumbing.
+ */
+@Injectable()
+export class AgentApiService {
+  private readonly logger = new Logger('AgentApi');
+
+  constructor(
+    private readonly agent: AgentService,
+    private readonly emitter: EventEmitter2,
+    @Inject(HistoryStore) private readonly history: HistoryStorePort,
+    @Inject(SessionStore) private readonly sessions: SessionStorePort,
+  ) {}
+
+  /**
+   * Hands an input to the agent. Without `wait` it answers at once and the settlement runs on
+   * (its rejection is logged, never unhandled); with `wait` it answers with the settlement.
+   */
+  async submit(
+    message: IncomingMessage,
+    wait: boolean,
+  ): Promise<AcceptedResponse | SettledResponse> {
+    const settled = this.agent.handleMessage(message);
+    if (wait) return mapSettlement(await settled);
+    settled.catch((error: unknown) =>
+      this.logger.warn(`Input for session ${message.sessionId} was refused: ${String(error)}`),
+    );
+    return { accepted: true };
+  }
+
+  /** S3: stops the session's running turn. */
+  abort(sessionId: string, options: AbortOptions): { stopped: boolean } {
+    return { stopped: this.agent.abort(sessionId, options) };
+  }
+
+  /**
+   * S6: assigns the session's model. `SessionNotFoundError` (404) and `ModelNotFoundError` (422)
+   * pass through; any other failure is the store refusing the write (422).
+   */
+  async assignModel(sessionId: string, model: ModelRef): Promise<void> {
+    try {
+      await this.agent.assignModel(sessionId, model);
+    } catch (error) {
+      if (error instanceof SessionNotFoundError || error instanceof ModelNotFoundError) throw error;
+      throw new ModelRefusedException((error as Error)?.message ?? String(error));
+    }
+  }
+
+  /** S4: clears the history of the sessions (all when `sessionIds` is undefined). */
+  async clear(sessionIds: string[] | undefined, reason?: string): Promise<ClearedResponse> {
+    const ids = sessionIds ? [...new Set(sessionIds)] : undefined;
+    await this.agent.clearing(
+      ids,
+      async () => {
+        if (!ids) return this.history.clear();
+        for (const id of ids) await this.history.clear(id);
+      },
+      reason,
+    );
+    return { cleared: ids ?? 'all' };
+  }
+
+  /** S7: deletes a session: `session:deleted` listeners, its history, its settings. */
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.agent.clearing([sessionId], async () => {
+      await this.emitter.emitAsync('session:deleted', { sessionId } satisfies SessionDeletedEvent);
+      await this.history.deleteSession(sessionId);
+      await this.sessions.delete(sessionId);
+    });
+  }
+
+  /** S8: the session's waiting inputs. */
+  queue(sessionId: string): QueueResponse {
+    return { sessionId, waiting: this.agent.waiting(sessionId) };
+  }
+
+  /** `token:request`: a usage snapshot (no `turnId`). */
+  usage(sessionId: string): Promise<TokenUsageEvent> {
+    return this.agent.requestUsage(sessionId);
+  }
+
+  /** The session's persisted messages with their metadata. */
+  async historyOf(sessionId: string): Promise<HistoryResponse> {
+    return { messages: await this.history.history(sessionId) };
+  }
+}

@@ -1,0 +1,44 @@
+import { Body, Controller, HttpCode, HttpStatus, Post, Query, Res } from '@nestjs/common';
+import {
+  ApiAcceptedResponse,
+  ApiBearerAuth,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+} from '@nestjs/swagger';
+import { SkipThrottle } from '@nestjs/throttler';
+import { THROTTLERS } from '../api.module-definition';
+import { ApiErrorResponses } from '../http/api-docs';
+import type { HttpResponse } from '../http/http-types';
+import {
+  AcceptedResponse,
+  MessageDto,
+  SettledResponse,
+  WaitQueryDto,
+  mapIncomingMessage,
+} from './agent.dto';
+import { AgentApiService } from './agent-api.service';
+
+/** `POST /agent/messages` (interface.md section 3). */
+@ApiTags('agent')
+@ApiBearerAuth()
+@ApiErrorResponses()
+@SkipThrottle({ [THROTTLERS.public]: true })
+@Controller('agent/messages')
+export class MessagesController {
+  constructor(private readonly api: AgentApiService) {}
+
+  @Post()
+  @HttpCode(HttpStatus.ACCEPTED)
+  @ApiOperation({ summary: 'Hand an input to the agent (S1)' })
+  @ApiAcceptedResponse({ type: AcceptedResponse, description: 'Accepted (without ?wait=true)' })
+  @ApiOkResponse({ type: SettledResponse, description: 'Settled (with ?wait=true)' })
+  post(
+    @Body() body: MessageDto,
+    @Query() query: WaitQueryDto,
+    @Res({ passthrough: true }) response: HttpResponse,
+  ): Promise<AcceptedResponse | SettledResponse> {
+    if (query.wait) response.status(HttpStatus.OK);
+    return this.api.submit(mapIncomingMessage(body), query.wait === true);
+  }
+}

@@ -1,0 +1,113 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  HttpStatus,
+  Param,
+  Post,
+  Put,
+} from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiNoContentResponse,
+  ApiNotFoundResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+  ApiUnprocessableEntityResponse,
+} from '@nestjs/swagger';
+import { SkipThrottle } from '@nestjs/throttler';
+import type { Actor, TokenUsageEvent } from '../../contracts';
+import { THROTTLERS } from '../api.module-definition';
+import { Caller } from '../auth/auth.decorators';
+import { ApiErrorResponses } from '../http/api-docs';
+import { SessionIdPipe } from '../http/validation';
+import {
+  AbortDto,
+  ClearDto,
+  ClearedResponse,
+  ErrorResponse,
+  HistoryResponse,
+  ModelRefDto,
+  QueueResponse,
+  StoppedResponse,
+  UsageResponse,
+  mapAbortOptions,
+  mapModelRef,
+} from './agent.dto';
+import { AgentApiService } from './agent-api.service';
+
+/** The `/agent/sessions` routes (interface.md section 3). */
+@ApiTags('agent')
+@ApiBearerAuth()
+@ApiErrorResponses()
+@SkipThrottle({ [THROTTLERS.public]: true })
+@Controller('agent/sessions')
+export class SessionsController {
+  constructor(private readonly api: AgentApiService) {}
+
+  @Post('clear')
+  @HttpCode(HttpStatus.OK)
+  @ApiOperation({ summary: 'Clear the history of sessions, or of all (S4)' })
+  @ApiOkResponse({ type: ClearedResponse })
+  clear(@Body() body: ClearDto): Promise<ClearedResponse> {
+    // No body at all arrives as undefined (the pipe validates it as {}): clear everything.
+    return this.api.clear(body?.sessionIds, body?.reason);
+  }
+
+  @Post(':sessionId/abort')
+  @HttpCode(HttpStatus.OK)
+  @ApiOperation({ summary: "Stop the session's running turn (S3); `by` is the caller" })
+  @ApiOkResponse({ type: StoppedResponse })
+  abort(
+    @Param('sessionId', SessionIdPipe) sessionId: string,
+    @Body() body: AbortDto,
+    @Caller() caller: Actor | undefined,
+  ): StoppedResponse {
+    return this.api.abort(sessionId, mapAbortOptions(body, caller));
+  }
+
+  @Put(':sessionId/model')
+  @HttpCode(HttpStatus.NO_CONTENT)
+  @ApiOperation({ summary: "Assign the session's conversation model (S6)" })
+  @ApiNoContentResponse({ description: 'Assigned' })
+  @ApiNotFoundResponse({ type: ErrorResponse, description: 'No such session settings' })
+  @ApiUnprocessableEntityResponse({ type: ErrorResponse, description: 'Model refused' })
+  assignModel(
+    @Param('sessionId', SessionIdPipe) sessionId: string,
+    @Body() body: ModelRefDto,
+  ): Promise<void> {
+    return this.api.assignModel(sessionId, mapModelRef(body));
+  }
+
+  @Delete(':sessionId')
+  @HttpCode(HttpStatus.NO_CONTENT)
+  @ApiOperation({ summary: 'Delete a session once it has settled (S7)' })
+  @ApiNoContentResponse({ description: 'Deleted' })
+  remove(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<void> {
+    return this.api.deleteSession(sessionId);
+  }
+
+  @Get(':sessionId/queue')
+  @ApiOperation({ summary: "The session's waiting inputs (S8)" })
+  @ApiOkResponse({ type: QueueResponse })
+  queue(@Param('sessionId', SessionIdPipe) sessionId: string): QueueResponse {
+    return this.api.queue(sessionId);
+  }
+
+  @Get(':sessionId/usage')
+  @ApiOperation({ summary: 'A token usage snapshot (token:request, no turnId)' })
+  @ApiOkResponse({ type: UsageResponse })
+  usage(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<TokenUsageEvent> {
+    return this.api.usage(sessionId);
+  }
+
+  @Get(':sessionId/history')
+  @ApiOperation({ summary: "The session's persisted messages with their metadata" })
+  @ApiOkResponse({ type: HistoryResponse })
+  history(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<HistoryResponse> {
+    return this.api.historyOf(sessionId);
+  }
+}

@@ -1,0 +1,106 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+
+/** A fixed-window rate limit per client address. */
+export interface RateLimit {
+  /** Requests allowed per window. */
+  limit: number;
+  /** Window length in milliseconds. */
+  ttlMs: number;
+}
+
+/** Options of `ApiModule.forRoot` / `forRootAsync`. */
+export interface ApiModuleOptions {
+  /**
+   * Bearer token of the admin REST routes and of the Socket.IO handshake (at least 16
+   * characters). Compared in constant time.
+   */
+  adminToken: string;
+  /** Largest accepted JSON body (bytes, or a `bytes` string such as `'2mb'`). @default '2mb' */
+  bodyLimit?: number | string;
+  /**
+   * Rate limits per client address. `public`: `/health`, `/metrics`, `/docs`; `admin`: the
+   * `/agent` routes. @default public 120 per minute, admin 1200 per minute
+   */
+  rateLimits?: { public?: RateLimit; admin?: RateLimit };
+  /**
+   * Milliseconds the shutdown waits for open HTTP requests (a `?wait=true` answer, say) to
+   * finish after the agent has drained. @default 15000
+   */
+  shutdownGraceMs?: number;
+}
+
+/** Options with defaults applied. */
+export interface ResolvedApiOptions {
+  adminToken: string;
+  bodyLimit: number | string;
+  rateLimits: { public: RateLimit; admin: RateLimit };
+  shutdownGraceMs: number;
+}
+
+/** Defaults of {@link ApiModuleOptions}. */
+export const API_OPTION_DEFAULTS = {
+  bodyLimit: '2mb',
+  rateLimits: {
+    public: { limit: 120, ttlMs: 60_000 },
+    admin: { limit: 1200, ttlMs: 60_000 },
+  },
+  shutdownGraceMs: 15_000,
+} as const;
+
+/** Names of the two throttlers (`@nestjs/throttler`). */
+export const THROTTLERS = { public: 'public', admin: 'admin' } as const;
+
+export const {
+  ConfigurableModuleClass: ApiConfigurableModule,
+  MODULE_OPTIONS_TOKEN: API_MODULE_OPTIONS,
+  OPTIONS_TYPE: API_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: API_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<ApiModuleOptions>({ moduleName: 'Api' })
+  .setClassMethodName('forRoot')
+  .build();
+
+/** Injection token of the options with defaults applied. */
+export const API_OPTIONS = Symbol.for('api:resolved_options');
+
+/** An invalid `ApiModule` option; the message names the option. */
+export class ApiOptionsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ApiOptionsError';
+  }
+}
+
+function rateLimit(name: string, given: RateLimit | undefined, fallback: RateLimit): RateLimit {
+  const value = given ?? fallback;
+  if (!Number.isInteger(value.limit) || value.limit < 1) {
+    throw new ApiOptionsError(`ApiModule rateLimits.${name}.limit must be a positive integer`);
+  }
+  if (!Number.isInteger(value.ttlMs) || value.ttlMs < 1) {
+    throw new ApiOptionsError(`ApiModule rateLimits.${name}.ttlMs must be a positive integer`);
+  }
+  return { limit: value.limit, ttlMs: value.ttlMs };
+}
+
+/** Applies defaults and validates; throws `ApiOptionsError` naming the bad option. */
+export function resolveApiOptions(options: ApiModuleOptions): ResolvedApiOptions {
+  if (typeof options?.adminToken !== 'string' || options.adminToken.length < 16) {
+    throw new ApiOptionsError('ApiModule adminToken must be a string of at least 16 characters');
+  }
+  const grace = options.shutdownGraceMs ?? API_OPTION_DEFAULTS.shutdownGraceMs;
+  if (!Number.isFinite(grace) || grace < 0) {
+    throw new ApiOptionsError('ApiModule shutdownGraceMs must be a non-negative number');
+  }
+  return {
+    adminToken: options.adminToken,
+    bodyLimit: options.bodyLimit ?? API_OPTION_DEFAULTS.bodyLimit,
+    rateLimits: {
+      public: rateLimit(
+        'public',
+        options.rateLimits?.public,
+        API_OPTION_DEFAULTS.rateLimits.public,
+      ),
+      admin: rateLimit('admin', options.rateLimits?.admin, API_OPTION_DEFAULTS.rateLimits.admin),
+    },
+    shutdownGraceMs: grace,
+  };
+}

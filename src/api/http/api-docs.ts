@@ -1,0 +1,31 @@
+import { applyDecorators } from '@nestjs/common';
+import {
+  ApiBadRequestResponse,
+  ApiPayloadTooLargeResponse,
+  ApiTooManyRequestsResponse,
+  ApiUnauthorizedResponse,
+  DocumentBuilder,
+  type OpenAPIObject,
+} from '@nestjs/swagger';
+import { ErrorResponse } from '../agent/agent.dto';
+
+/** The error answers every admin route may give, for the OpenAPI document. */
+export const ApiErrorResponses = () =>
+  applyDecorators(
+    ApiBadRequestResponse({ type: ErrorResponse, description: 'Invalid body (fields named)' }),
+    ApiUnauthorizedResponse({ type: ErrorResponse, description: 'Missing or wrong admin token' }),
+    ApiPayloadTooLargeResponse({ type: ErrorResponse, description: 'Body too large' }),
+    ApiTooManyRequestsResponse({ type: ErrorResponse, description: 'Rate limited' }),
+  );
+
+/** The OpenAPI document's header; routes and schemas come from the controllers and DTOs. */
+export function openApiConfig(): Omit<OpenAPIObject, 'paths'> {
+  return new DocumentBuilder()
+    .setTitle('Agent orchestrator')
+    .setDescription(
+      'Admin REST API of the agent (interface.md section 3). Live events: Socket.IO namespace /agent.',
+    )
+    .setVersion('1')
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'AGENT_ADMIN_TOKEN' })
+    .build();
+}

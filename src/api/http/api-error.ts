@@ -1,0 +1,108 @@
+import { STATUS_CODES } from 'node:http';
+import { BadRequestException, HttpException, HttpStatus } from '@nestjs/common';
+import type { ValidationError } from 'class-validator';
+import { InvalidInputError, ModelNotFoundError, SessionNotFoundError } from '../../contracts';
+
+/** Failing fields of a 400: dotted path (`attachments.0.kind`) -> what is wrong with it. */
+export type FieldErrors = Record<string, string[]>;
+
+/** The one JSON shape of every error answer, HTTP and Socket.IO acks alike. */
+export interface ErrorBody {
+  statusCode: number;
+  /** The status text, e.g. `Bad Request`. */
+  error: string;
+  message: string;
+  /** Set on validation failures. */
+  fields?: FieldErrors;
+}
+
+/** A body, query, parameter or socket payload failed validation (400, fields named). */
+export class ValidationFailedException extends BadRequestException {
+  constructor(readonly fields: FieldErrors) {
+    super(`Validation failed: ${Object.keys(fields).join(', ') || 'body'}`);
+  }
+}
+
+/** `assignModel` refused the write (422). */
+export class ModelRefusedException extends HttpException {
+  constructor(reason: string) {
+    super(`The model could not be assigned: ${reason}`, HttpStatus.UNPROCESSABLE_ENTITY);
+  }
+}
+
+/** Flattens class-validator errors into dotted paths with their messages. */
+export function fieldErrorsOf(errors: readonly ValidationError[], parent = ''): FieldErrors {
+  const fields: FieldErrors = {};
+  for (const error of errors) {
+    const path = error.property
+      ? parent
+        ? `${parent}.${error.property}`
+        : error.property
+      : parent;
+    const messages = Object.values(error.constraints ?? {});
+    if (messages.length) {
+      const key = path || 'body';
+      fields[key] = [...(fields[key] ?? []), ...messages.map((m) => explain(m, key))];
+    }
+    Object.assign(fields, fieldErrorsOf(error.children ?? [], path));
+  }
+  return fields;
+}
+
+function explain(message: string, key: string): string {
+  return message === 'an unknown value was passed to the validate function'
+    ? `${key} must be a JSON object`
+    : message;
+}
+
+export const bodyOf = (statusCode: number, message: string, fields?: FieldErrors): ErrorBody => ({
+  statusCode,
+  error: STATUS_CODES[statusCode] ?? 'Error',
+  message,
+  ...(fields ? { fields } : {}),
+});
+
+/** What an HttpException says, as one sentence. */
+function messageOf(exception: HttpException): string {
+  const response = exception.getResponse();
+  if (typeof response === 'string') return response;
+  const message = (response as { message?: unknown }).message;
+  if (Array.isArray(message)) return message.map(String).join('; ');
+  return typeof message === 'string' ? message : exception.message;
+}
+
+/** A client error raised by an HTTP library (body-parser's `http-errors`): safe to show. */
+function clientErrorOf(exception: unknown): { status: number; message: string } | undefined {
+  if (!exception || typeof exception !== 'object') return undefined;
+  const e = exception as {
+    status?: unknown;
+    statusCode?: unknown;
+    expose?: unknown;
+    message?: unknown;
+  };
+  const status = typeof e.status === 'number' ? e.status : e.statusCode;
+  if (typeof status !== 'number' || status < 400 || status > 499 || e.expose === false) {
+    return undefined;
+  }
+  return { status, message: typeof e.message === 'string' ? e.message : STATUS_CODES[status]! };
+}
+
+/** Maps anything thrown while serving a request to its status and error body. */
+export function toErrorBody(exception: unknown): ErrorBody {
+  if (exception instanceof ValidationFailedException) {
+    return bodyOf(400, exception.message, exception.fields);
+  }
+  if (exception instanceof HttpException) {
+    const status = exception.getStatus();
+    if (status === 429) return bodyOf(429, 'Too many requests, slow down');
+    return bodyOf(status, messageOf(exception));
+  }
+  if (exception instanceof InvalidInputError) {
+    return bodyOf(400, exception.message, { [exception.field]: [exception.message] });
+  }
+  if (exception instanceof SessionNotFoundError) return bodyOf(404, exception.message);
+  if (exception instanceof ModelNotFoundError) return bodyOf(422, exception.message);
+  const client = clientErrorOf(exception);
+  if (client) return bodyOf(client.status, client.message);
+  return bodyOf(500, 'Internal server error');
+}

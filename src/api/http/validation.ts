@@ -1,0 +1,110 @@
+import {
+  Injectable,
+  ValidationPipe,
+  type ArgumentMetadata,
+  type PipeTransform,
+  type Type,
+  type ValidationPipeOptions,
+} from '@nestjs/common';
+import { ValidationFailedException, fieldErrorsOf, toErrorBody, type ErrorBody } from './api-error';
+
+/** Longest session id, turn id, provider or model name accepted. */
+export const MAX_ID_LENGTH = 256;
+
+/**
+ * One validation policy for bodies, queries and socket payloads: whitelist, unknown fields
+ * refused, values transformed into the DTO classes without implicit type conversion, and the
+ * failing fields named in the 400.
+ */
+export const VALIDATION_OPTIONS: ValidationPipeOptions = {
+  whitelist: true,
+  forbidNonWhitelisted: true,
+  forbidUnknownValues: true,
+  // One message per failing field: the first constraint it breaks.
+  stopAtFirstError: true,
+  transform: true,
+  transformOptions: { enableImplicitConversion: false },
+  validationError: { target: false, value: false },
+  exceptionFactory: (errors) => new ValidationFailedException(fieldErrorsOf(errors)),
+};
+
+/** Deepest nesting of objects and arrays accepted in a body or payload. */
+export const MAX_DEPTH = 32;
+/** Most objects, arrays and values in one body or payload (real ones have a few dozen). */
+export const MAX_NODES = 10_000;
+
+/** Keys refused anywhere in a body: they would reach prototypes rather than data. */
+const RESERVED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * What is wrong with the shape of a parsed body, if anything: too deep, too many values, or a
+ * reserved key (which class-transformer would drop silently rather than refuse). Iterative,
+ * so that a hostile body cannot overflow the stack here; checked before class-transformer and
+ * class-validator, which recurse.
+ */
+export function shapeProblem(value: unknown): { field?: string; message: string } | undefined {
+  const stack: [unknown, number, string][] = [[value, 0, '']];
+  let nodes = 0;
+  while (stack.length) {
+    const [current, depth, path] = stack.pop()!;
+    if (++nodes > MAX_NODES) return { message: `the body holds more than ${MAX_NODES} values` };
+    if (current === null || typeof current !== 'object') continue;
+    if (depth >= MAX_DEPTH) return { message: `the body nests deeper than ${MAX_DEPTH} levels` };
+    for (const key of Object.keys(current)) {
+      const field = path ? `${path}.${key}` : key;
+      if (RESERVED_KEYS.has(key)) return { field, message: `property ${key} should not exist` };
+      stack.push([(current as Record<string, unknown>)[key], depth + 1, field]);
+    }
+  }
+  return undefined;
+}
+
+/** `ValidationPipe` that first refuses bodies it could not transform safely. */
+class ApiValidationPipe extends ValidationPipe {
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    const problem = shapeProblem(value);
+    if (problem) {
+      const field = problem.field ?? metadata.data ?? metadata.type;
+      throw new ValidationFailedException({ [field]: [problem.message] });
+    }
+    return super.transform(value, metadata);
+  }
+}
+
+/** The global validation pipe (`APP_PIPE`). */
+export function createValidationPipe(): ValidationPipe {
+  return new ApiValidationPipe(VALIDATION_OPTIONS);
+}
+
+const payloadPipe = createValidationPipe();
+
+/** Validates a socket payload like an HTTP body: the DTO instance, or the 400 error body. */
+export async function validatePayload<T extends object>(
+  dto: Type<T>,
+  payload: unknown,
+): Promise<{ value: T } | { error: ErrorBody }> {
+  try {
+    const value = (await payloadPipe.transform(payload, { type: 'body', metatype: dto })) as T;
+    return { value };
+  } catch (error) {
+    return { error: toErrorBody(error) };
+  }
+}
+
+/** Whether a session id is acceptable: a non-blank string of at most `MAX_ID_LENGTH`. */
+export function isSessionId(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= MAX_ID_LENGTH && /\S/.test(value);
+}
+
+/** Validates the `:sessionId` path parameter (400 naming `sessionId`). */
+@Injectable()
+export class SessionIdPipe implements PipeTransform<unknown, string> {
+  transform(value: unknown): string {
+    if (!isSessionId(value)) {
+      throw new ValidationFailedException({
+        sessionId: [`sessionId must be a non-blank string of at most ${MAX_ID_LENGTH} characters`],
+      });
+    }
+    return value;
+  }
+}

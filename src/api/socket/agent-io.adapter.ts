@@ -1,0 +1,42 @@
+import { IoAdapter } from '@nestjs/platform-socket.io';
+
+/** Longest wait for clients to receive what was already sent, when the server closes. */
+export const SOCKET_FLUSH_TIMEOUT_MS = 2000;
+
+/** The part of an engine.io socket this adapter reads. */
+interface EngineSocket {
+  writeBuffer?: unknown[];
+  once(event: 'drain' | 'close', listener: () => void): unknown;
+}
+
+/** Resolves once the socket has handed its buffered packets to its transport. */
+function flushed(socket: EngineSocket): Promise<void> {
+  if (!socket.writeBuffer?.length) return Promise.resolve();
+  return new Promise((resolve) => {
+    socket.once('drain', () => resolve(flushed(socket)));
+    socket.once('close', resolve);
+  });
+}
+
+/**
+ * Socket.IO adapter (`@nestjs/platform-socket.io`) that lets clients receive what was already
+ * emitted before the server closes them. On shutdown the agent's drain ends the running turns,
+ * whose last events (`turn` end, the stream-end marker) may still sit in a client's buffer;
+ * Socket.IO's own close would discard them. Bounded by `SOCKET_FLUSH_TIMEOUT_MS`, so a client
+ * that stopped reading cannot hold the shutdown.
+ */
+export class AgentIoAdapter extends IoAdapter {
+  override async close(server: unknown): Promise<void> {
+    const clients = (server as { engine?: { clients?: Record<string, EngineSocket> } }).engine
+      ?.clients;
+    if (clients) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SOCKET_FLUSH_TIMEOUT_MS);
+      });
+      await Promise.race([Promise.all(Object.values(clients).map(flushed)), timeout]);
+      clearTimeout(timer);
+    }
+    return super.close(server as Parameters<IoAdapter['close']>[0]);
+  }
+}

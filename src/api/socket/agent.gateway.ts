@@ -1,0 +1,136 @@
+import { Logger } from '@nestjs/common';
+import {
+  ConnectedSocket,
+  MessageBody,
+  SubscribeMessage,
+  WebSocketGateway,
+  type OnGatewayInit,
+} from '@nestjs/websockets';
+import type { Namespace, Socket } from 'socket.io';
+import type { Actor } from '../../contracts';
+import {
+  MessageDto,
+  SocketAbortDto,
+  SubscribeDto,
+  mapAbortOptions,
+  mapIncomingMessage,
+} from '../agent/agent.dto';
+import { AgentApiService } from '../agent/agent-api.service';
+import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
+import { toErrorBody, type ErrorBody } from '../http/api-error';
+import { validatePayload } from '../http/validation';
+import {
+  AGENT_NAMESPACE,
+  ALL_SESSIONS_ROOM,
+  sessionRoom,
+  type ClientToServerEvents,
+  type ServerEventName,
+  type ServerEventPayload,
+  type ServerToClientEvents,
+} from './socket-events';
+
+/** Per-socket data: who the handshake authenticated. */
+interface SocketData {
+  caller: Actor;
+}
+
+type AgentNamespace = Namespace<ClientToServerEvents, ServerToClientEvents, object, SocketData>;
+type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, SocketData>;
+
+/**
+ * Socket.IO namespace `/agent` (interface.md section 4): only socket plumbing. The handshake
+ * needs `auth: { token }` (refused: `connect_error`); `subscribe` joins a session's room (or
+ * the all-sessions room); `message` and `abort` go to the agent and are acked. Server events
+ * are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
+ */
+@WebSocketGateway({ namespace: AGENT_NAMESPACE })
+export class AgentGateway implements OnGatewayInit<AgentNamespace> {
+  private readonly logger = new Logger('AgentGateway');
+  private namespace?: AgentNamespace;
+
+  constructor(
+    private readonly tokens: AdminTokenVerifier,
+    private readonly api: AgentApiService,
+  ) {}
+
+  afterInit(namespace: AgentNamespace): void {
+    this.namespace = namespace;
+    namespace.use((socket, next) => {
+      const { auth, headers } = socket.handshake;
+      const given = (auth as { token?: unknown } | undefined)?.token;
+      const caller = this.tokens.verify(given ?? bearerTokenOf(headers.authorization));
+      if (!caller) {
+        next(new Error('Unauthorized: a valid admin token is required in auth.token'));
+        return;
+      }
+      socket.data.caller = caller;
+      next();
+    });
+  }
+
+  @SubscribeMessage('subscribe')
+  subscribe(
+    @ConnectedSocket() socket: AgentSocket,
+    @MessageBody() payload: unknown,
+  ): Promise<{ ok: true } | ErrorBody> {
+    return this.guarded(async () => {
+      const parsed = await validatePayload(SubscribeDto, payload);
+      if ('error' in parsed) return parsed.error;
+      const { all, sessionId } = parsed.value;
+      await socket.join(all ? ALL_SESSIONS_ROOM : sessionRoom(sessionId!));
+      return { ok: true as const };
+    });
+  }
+
+  @SubscribeMessage('message')
+  message(@MessageBody() payload: unknown): Promise<{ accepted: true } | ErrorBody> {
+    return this.guarded(async () => {
+      const parsed = await validatePayload(MessageDto, payload);
+      if ('error' in parsed) return parsed.error;
+      await this.api.submit(mapIncomingMessage(parsed.value), false);
+      return { accepted: true as const };
+    });
+  }
+
+  @SubscribeMessage('abort')
+  abort(
+    @ConnectedSocket() socket: AgentSocket,
+    @MessageBody() payload: unknown,
+  ): Promise<{ stopped: boolean } | ErrorBody> {
+    return this.guarded(async () => {
+      const parsed = await validatePayload(SocketAbortDto, payload);
+      if ('error' in parsed) return parsed.error;
+      const { sessionId } = parsed.value;
+      return this.api.abort(sessionId, mapAbortOptions(parsed.value, socket.data.caller));
+    });
+  }
+
+  /**
+   * Sends a server event to the subscribers of its session and of all sessions. Socket.IO
+   * buffers per client, so a slow client never slows the turn that emits.
+   */
+  emitToSession<E extends ServerEventName>(
+    sessionId: string,
+    event: E,
+    payload: ServerEventPayload<E>,
+  ): void {
+    if (!this.namespace) return;
+    try {
+      const rooms = this.namespace.to([sessionRoom(sessionId), ALL_SESSIONS_ROOM]);
+      (rooms.emit as (event: E, payload: ServerEventPayload<E>) => boolean)(event, payload);
+    } catch (error) {
+      this.logger.warn(`Could not send ${event} for session ${sessionId}: ${String(error)}`);
+    }
+  }
+
+  /** Runs a handler; anything it throws is acked in the error shape, never left unanswered. */
+  private async guarded<T>(work: () => Promise<T>): Promise<T | ErrorBody> {
+    try {
+      return await work();
+    } catch (error) {
+      const body = toErrorBody(error);
+      if (body.statusCode >= 500) this.logger.error(`Socket handler failed: ${String(error)}`);
+      return body;
+    }
+  }
+}

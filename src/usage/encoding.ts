@@ -25,3 +25,36 @@ export function encodingForModel(model: string, override?: TokenEncoding): Token
   const bare = name.slice(name.lastIndexOf('/') + 1);
   return O200K_PREFIXES.some((prefix) => bare.startsWith(prefix)) ? 'o200k_base' : DEFAULT_ENCODING;
 }
+
+/** Longest piece of text handed to the encoder at once. */
+export const MAX_ENCODE_PIECE = 2000;
+
+/**
+ * Splits a text into pieces of at most `max` characters for counting, cutting right before a
+ * whitespace character where one is near (tiktoken's pre-tokenizer splits there too, so the sum
+ * of the pieces' counts equals the whole count for ordinary text), else hard, never inside a
+ * surrogate pair. BPE time grows faster than linearly on long runs without breaks (a 40,000
+ * character run takes about a second), so counting piecewise keeps every count fast.
+ * Self-contained: its source is also evaluated inside the counting worker threads.
+ */
+export function splitForCounting(text: string, max = 2000): string[] {
+  if (text.length <= max) return [text];
+  const pieces = [];
+  let start = 0;
+  while (text.length - start > max) {
+    let cut = start + max;
+    // Best: a single space between two words (" word" is one token either way).
+    for (let i = cut; i > start + max / 2; i--) {
+      if (text[i] === ' ' && /\S/.test(text[i - 1]) && /\S/.test(text[i + 1] ?? '')) {
+        cut = i;
+        break;
+      }
+    }
+    const code = text.charCodeAt(cut - 1);
+    if (code >= 0xd800 && code <= 0xdbff) cut--;
+    pieces.push(text.slice(start, cut));
+    start = cut;
+  }
+  pieces.push(text.slice(start));
+  return pieces;
+}

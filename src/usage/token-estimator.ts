@@ -1,7 +1,13 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { get_encoding, type Tiktoken } from 'tiktoken';
 import { WellKnownMetadataKeys, type ModelMessage, type ToolDefinition } from '../contracts';
-import { encodingForModel, TOKEN_ENCODINGS, type TokenEncoding } from './encoding';
+import {
+  encodingForModel,
+  MAX_ENCODE_PIECE,
+  splitForCounting,
+  TOKEN_ENCODINGS,
+  type TokenEncoding,
+} from './encoding';
 import { TokenWorkerPool } from './token-worker-pool';
 
 /** Injection token of optional `TokenEstimatorOptions`. */
@@ -102,8 +108,14 @@ export class TokenEstimator implements OnApplicationShutdown {
 
   /** Tokens of a plain text (special-token markers are counted as ordinary text). */
   countText(text: string, encoding: TokenEncoding): number {
+    if (!text) return 0;
     const encoder = this.encoder(encoding);
-    return text ? encoder.encode_ordinary(text).length : 0;
+    if (text.length <= MAX_ENCODE_PIECE) return encoder.encode_ordinary(text).length;
+    let total = 0;
+    for (const piece of splitForCounting(text, MAX_ENCODE_PIECE)) {
+      total += encoder.encode_ordinary(piece).length;
+    }
+    return total;
   }
 
   /**

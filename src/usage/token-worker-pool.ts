@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { TokenEncoding } from './encoding';
+import { MAX_ENCODE_PIECE, splitForCounting, type TokenEncoding } from './encoding';
 
 /**
  * Source of the inline worker. It is evaluated (`eval: true`), so it works the same from
@@ -9,6 +9,7 @@ import type { TokenEncoding } from './encoding';
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { get_encoding } = require(workerData.tiktokenPath);
+const splitForCounting = ${splitForCounting.toString()};
 const encoders = new Map();
 function encoder(name) {
   let found = encoders.get(name);
@@ -20,7 +21,10 @@ function encoder(name) {
 }
 parentPort.on('message', (task) => {
   try {
-    const count = task.text.length === 0 ? 0 : encoder(task.encoding).encode_ordinary(task.text).length;
+    let count = 0;
+    for (const piece of splitForCounting(task.text, ${MAX_ENCODE_PIECE})) {
+      if (piece) count += encoder(task.encoding).encode_ordinary(piece).length;
+    }
     parentPort.postMessage({ id: task.id, count });
   } catch (error) {
     parentPort.postMessage({ id: task.id, error: String((error && error.message) || error) });

@@ -1,9 +1,21 @@
 import 'reflect-metadata';
-import { Logger } from '@nestjs/common';
+import { ConsoleLogger, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { setupApi } from './api';
 import { AppModule } from './app.module';
 import { APP_CONFIG, ConfigError, loadAppConfig, type AppConfig } from './app.config';
+
+/**
+ * The console logger, except that Nest's own report of a start-up failure (context
+ * `ExceptionHandler`, with a stack trace) is left out: `bootstrap` prints that failure as one
+ * line naming what to fix.
+ */
+class ServerLogger extends ConsoleLogger {
+  override error(message: unknown, ...rest: unknown[]): void {
+    if (rest[rest.length - 1] === 'ExceptionHandler') return;
+    super.error(message, ...rest);
+  }
+}
 
 /**
  * Starts the server: validates the environment (a bad value stops start-up with one line
@@ -20,7 +32,11 @@ async function bootstrap(): Promise<void> {
     }
     throw error;
   }
-  const app = await NestFactory.create(AppModule, { bodyParser: false, abortOnError: false });
+  const app = await NestFactory.create(AppModule, {
+    bodyParser: false,
+    abortOnError: false,
+    logger: new ServerLogger(),
+  });
   setupApi(app);
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
   const config = app.get<AppConfig>(APP_CONFIG);

@@ -37,6 +37,16 @@ function url(name: string, raw: string, protocols: string[]): string {
   return raw;
 }
 
+/**
+ * Distributed mode (BullMQ + Redis) is not part of this version: refuse a set REDIS_URL rather
+ * than ignore it, so nobody believes several instances share the work when they do not.
+ */
+function distributed(redisUrl: string): never {
+  throw new ConfigError(
+    `REDIS_URL is set (${redisUrl.replace(/\/\/[^@/]*@/, '//***@')}) but distributed mode is not available in this version: unset REDIS_URL to run in-process`,
+  );
+}
+
 /** Reads and validates the environment; throws `ConfigError` naming the bad variable. */
 export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const host = env.HOST ?? '127.0.0.1';
@@ -70,7 +80,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     db: /^postgres(ql)?:/.test(db)
       ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
       : { kind: 'sqlite', file: db },
-    redisUrl: redis ? url('REDIS_URL', redis, ['redis:', 'rediss:']) : undefined,
+    redisUrl: redis ? distributed(url('REDIS_URL', redis, ['redis:', 'rediss:'])) : undefined,
   };
 }
 

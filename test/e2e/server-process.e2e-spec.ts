@@ -83,6 +83,7 @@ describe('the server process (src/main.ts)', () => {
     ['AGENT_ADMIN_TOKEN', 'short'],
     ['LLM_BASE_URL', 'not a url'],
     ['REDIS_URL', 'http://localhost'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379'],
   ])(
     'bad configuration %s=%s: exits non-zero printing one line naming the variable',
     async (name, value) => {

@@ -249,16 +249,20 @@ describe('UsageTracker', () => {
     expect(asyncEvent).toEqual(tracker.buildEvent(input()));
   });
 
-  it('logs on a level change and every 10th event, naming the top three buckets', () => {
+  it('logs on a level change and every 10th turn, naming the top three buckets', () => {
     const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    const at = (ratio: number): TokenUsageEvent => ({
-      ...tracker.buildEvent(input({ sessionId: 'log' })),
+    let turn = 1;
+    const at = (ratio: number, turnId = `t${turn++}`): TokenUsageEvent => ({
+      ...tracker.buildEvent(input({ sessionId: 'log', turnId })),
       usageRatio: ratio,
     });
     const logged: boolean[] = [];
     for (let i = 0; i < 12; i++) logged.push(tracker.noteUsage(at(0.1)));
     expect(logged).toEqual([true, ...Array(9).fill(false), true, false]);
+    // The calls of one tool loop are one turn: a 20-call turn does not log twice.
+    const loop = Array.from({ length: 20 }, () => tracker.noteUsage(at(0.1, 'loop')));
+    expect(loop.filter(Boolean)).toHaveLength(0);
     expect(log.mock.calls[0][0]).toMatch(
       /\[log\] turn=t1 OK \d+\/128000 tokens .*top: history \d+/,
     );

@@ -85,7 +85,10 @@ export function topBuckets(breakdown: UsageBreakdown, n = 3): Array<[UsageBucket
 @Injectable()
 export class UsageTracker {
   private readonly logger = new Logger(UsageTracker.name);
-  private readonly logState = new Map<string, { count: number; lastLevel: number }>();
+  private readonly logState = new Map<
+    string,
+    { count: number; lastLevel: number; lastTurn?: string }
+  >();
 
   /** @param estimator counts (and caches) message and tool tokens. */
   constructor(private readonly estimator: TokenEstimator) {}
@@ -147,11 +150,14 @@ export class UsageTracker {
         this.logState.delete(this.logState.keys().next().value as string);
       }
     }
-    state.count += 1;
+    // Count turns, not calls: a 20-call tool loop is one turn. Snapshots count as their own.
+    const newTurn = event.turnId === undefined || event.turnId !== state.lastTurn;
+    if (newTurn) state.count += 1;
+    state.lastTurn = event.turnId;
     const level = usageLevel(event.usageRatio);
     const changed = level !== state.lastLevel;
     state.lastLevel = level;
-    if (!changed && state.count % USAGE_LOG_EVERY !== 1) return false;
+    if (!changed && !(newTurn && state.count % USAGE_LOG_EVERY === 1)) return false;
     const line = formatUsageLine(event, USAGE_LEVELS[level]);
     if (level >= 2) this.logger.warn(line);
     else this.logger.log(line);

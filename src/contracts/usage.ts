@@ -17,9 +17,19 @@ export const USAGE_BUCKETS = [
 /** A bucket name of the breakdown. */
 export type UsageBucket = (typeof USAGE_BUCKETS)[number];
 
+/** The seven system sub-buckets a prompt contribution can belong to, in breakdown order. */
+export const CONTRIBUTION_BUCKETS = [
+  'persona',
+  'memorySummary',
+  'memoryVector',
+  'skills',
+  'platform',
+  'subtask',
+  'systemOther',
+] as const satisfies readonly UsageBucket[];
+
 /** The buckets a prompt contribution may belong to (the system sub-buckets). */
-export type ContributionBucket =
-  'persona' | 'memorySummary' | 'memoryVector' | 'skills' | 'platform' | 'subtask' | 'systemOther';
+export type ContributionBucket = (typeof CONTRIBUTION_BUCKETS)[number];
 
 /** Token estimate per bucket. */
 export type UsageBreakdown = Record<UsageBucket, number>;

@@ -1,4 +1,5 @@
 import {
+  CONTRIBUTION_BUCKETS,
   isControlKind,
   USAGE_BUCKETS,
   type ContributionBucket,
@@ -6,17 +7,6 @@ import {
   type TokenUsagePart,
   type UsageBreakdown,
 } from '../contracts';
-
-/** The seven system sub-buckets a prompt contribution can belong to, in breakdown order. */
-export const CONTRIBUTION_BUCKETS: readonly ContributionBucket[] = [
-  'persona',
-  'memorySummary',
-  'memoryVector',
-  'skills',
-  'platform',
-  'subtask',
-  'systemOther',
-];
 
 /** The bucket one sent message is counted in. */
 export type MessageBucket = ContributionBucket | 'history' | 'toolResults';

@@ -1,10 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type {
-  ModelMessage,
-  ToolDefinition,
-  TokenUsageEvent,
-  UsageBreakdown,
-  UsageBucket,
+import {
+  CONTRIBUTION_BUCKETS,
+  type ModelMessage,
+  type ToolDefinition,
+  type TokenUsageEvent,
+  type UsageBreakdown,
+  type UsageBucket,
 } from '../contracts';
 import type { TokenEncoding } from './encoding';
 import { TokenEstimator } from './token-estimator';
@@ -58,13 +59,7 @@ export function usageLevel(ratio: number): 0 | 1 | 2 | 3 {
 
 /** Buckets that are real shares of the prompt (no `system` total, no reply reservation). */
 const SHARE_BUCKETS: readonly UsageBucket[] = [
-  'persona',
-  'memorySummary',
-  'memoryVector',
-  'skills',
-  'platform',
-  'subtask',
-  'systemOther',
+  ...CONTRIBUTION_BUCKETS,
   'history',
   'toolResults',
   'toolDefs',

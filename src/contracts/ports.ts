@@ -1,5 +1,6 @@
 import type { Message, NewMessage, SessionKind } from './messages';
 import type { ModelRef } from './llm';
+import type { TurnRecord } from './turn';
 
 /** Per-session settings (C1). Unset fields fall back to the module options. */
 export interface SessionSettings {
@@ -11,6 +12,8 @@ export interface SessionSettings {
   /** History count limit; 0 = no count limit. */
   historyLimit?: number;
   kind?: SessionKind;
+  /** The record of the session's last finished turn, written by the agent (H4). */
+  lastTurn?: TurnRecord & { turnId: string };
 }
 
 /**

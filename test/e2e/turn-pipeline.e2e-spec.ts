@@ -2,7 +2,9 @@ import { EventEmitter2 } from '@nestjs/event-emitter';
 import {
   ControlKinds,
   HookRegistry,
+  SessionStore,
   ToolRegistry,
+  type SessionStore as SessionStorePort,
   WellKnownMetadataKeys as K,
   type LlmBeforeContext,
   type Message,
@@ -281,6 +283,13 @@ describe('turn pipeline (T, P, H, I)', () => {
     expect(notice.content).not.toMatch(/\n|\s+at\s/);
     const marker = (await h.stored('s')).pop()!;
     expect(marker.metadata[K.TurnRecord]).toEqual({ outcome: 'error', error: notice.content });
+    // The session keeps it as its last turn.
+    const settings = await h.app.get<SessionStorePort>(SessionStore).get('s');
+    expect(settings?.lastTurn).toEqual({
+      turnId: (settled as { turnId: string }).turnId,
+      outcome: 'error',
+      error: notice.content,
+    });
     expect(h.of('token:usage')).toHaveLength(0);
   });
 

@@ -9,6 +9,7 @@ import {
   endStream,
   errorNotice,
   persistMarkers,
+  turnRecord,
   type TurnEnding,
 } from './turn-bookkeeping';
 import type { LaneHandle, TurnDeps } from './turn-deps';
@@ -140,6 +141,14 @@ export class TurnRunner {
         this.logger.error(`turn ${turn.id}: could not persist its markers: ${String(error)}`),
       );
     }
+    // H4: the session keeps its last turn (with the error sentence on `error`).
+    await deps.sessions
+      .update(turn.sessionId, { lastTurn: { turnId: turn.id, ...turnRecord(state, ending) } })
+      .catch((error: unknown) =>
+        this.logger.warn(
+          `turn ${turn.id}: could not record the session's last turn: ${String(error)}`,
+        ),
+      );
     endStream(deps, state);
     const after: TurnAfterContext = {
       inputs: turn.inputs,

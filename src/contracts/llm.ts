@@ -38,6 +38,11 @@ export interface ChatRequest {
   maxTokens?: number;
   /** Deep thinking (C1). */
   think?: boolean;
+  /**
+   * The model's capabilities as the agent resolved them (the provider's report merged with
+   * operator overrides); providers use them over their own defaults when given.
+   */
+  capabilities?: ModelCapabilities;
   signal: AbortSignal;
 }
 

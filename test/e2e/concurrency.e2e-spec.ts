@@ -565,7 +565,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
   });
 
   describe('S3 abort', () => {
-    it('S3/I5: a stale turnId returns false and changes nothing, also with queued', async () => {
+    it('I5, S3: a stale turnId returns false and changes nothing, also with queued', async () => {
       const harness = await start();
       harness.server.enqueue({ text: 'R1', hold: true });
       const p1 = harness.agent.handleMessage(human('s', 'H1'));
@@ -591,7 +591,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       expect(harness.agent.abort('s')).toBe(false);
     });
 
-    it('S3/I5: a double abort returns true until the turn has settled', async () => {
+    it('I5: a double abort returns true until the turn has settled', async () => {
       const harness = await start();
       harness.server.enqueue({ text: 'R1', hold: true });
       const p1 = harness.agent.handleMessage(human('s', 'H1'));
@@ -634,7 +634,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       expect(JSON.stringify(afters)).not.toContain(reason);
     });
 
-    it('S3/I6/I9: queued drops (pending and queued) are archived without turn id after turn:after, in arrival order', async () => {
+    it('I6, S3, I9: queued drops (pending and queued) are archived without turn id after turn:after, in arrival order', async () => {
       const harness = await start();
       harness.server.enqueue({ text: 'R1', hold: true });
       const order: string[] = [];
@@ -711,7 +711,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
   });
 
   describe('S4 clearing', () => {
-    it('S4/I10: a throwing clear still releases the hold and rethrows', async () => {
+    it('I10, S4: a throwing clear still releases the hold and rethrows', async () => {
       const harness = await start();
       const inClear = new Deferred<void>();
       const mayThrow = new Deferred<void>();
@@ -892,7 +892,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
   });
 
   describe('S9 shutdown', () => {
-    it('S9/I14: app.close() during a held turn aborts it, drops and archives waiting inputs, resolves everything', async () => {
+    it('I14, S9: app.close() during a held turn aborts it, drops and archives waiting inputs, resolves everything', async () => {
       const harness = await start();
       harness.server.enqueue({ text: 'R1', hold: true });
       const p = new Settlements();

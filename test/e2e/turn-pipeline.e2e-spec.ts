@@ -84,7 +84,7 @@ describe('turn pipeline (T, P, H, I)', () => {
     expect(stored.every((m) => meta(m, K.TurnId) === turnId)).toBe(true);
   });
 
-  it('T2 / I8: every tool call has its own agent-generated callId, apart from the provider id', async () => {
+  it('I8, T2: every tool call has its own agent-generated callId, apart from the provider id', async () => {
     await boot();
     const contexts = echoTool();
     h.server.enqueue(
@@ -209,7 +209,7 @@ describe('turn pipeline (T, P, H, I)', () => {
     ]);
   });
 
-  it('P2 / I4: outside rooms the reply is also sent once per turn and nothing is marked unsent', async () => {
+  it('I4, P2: outside rooms the reply is also sent once per turn and nothing is marked unsent', async () => {
     await boot();
     echoTool();
     h.server.enqueue(
@@ -682,7 +682,7 @@ describe('turn pipeline (T, P, H, I)', () => {
     expect(h.server.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
   });
 
-  it('P2 / I4: in rooms user messages name their speaker, the same way in every later turn', async () => {
+  it('I4: in rooms user messages name their speaker, the same way in every later turn', async () => {
     await boot();
     await h.agent.handleMessage({
       sessionId: 'r',

@@ -34,6 +34,7 @@ export async function callModel(
     tools: tools.length && capabilities.tools ? tools : undefined,
     maxTokens: capabilities.maxOutputTokens,
     think: state.settings?.think,
+    capabilities,
     signal,
   };
   const emit = (delta?: string, reasoningDelta?: string) =>

@@ -340,7 +340,7 @@ export class AnthropicProvider implements LlmProvider {
 
   /** Request fields common to `chat` and `stream`. */
   private buildParams(request: ChatRequest): WireParams {
-    const caps = this.capabilities(request.model);
+    const caps = request.capabilities ?? this.capabilities(request.model);
     const { system, messages } = toAnthropicMessages(request.messages, (m) => this.thinkingFor(m));
     const params: WireParams = {
       model: request.model,

@@ -287,7 +287,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     };
     if (request.tools?.length) params.tools = request.tools.map(toWireTool);
     if (request.maxTokens !== undefined) params.max_tokens = request.maxTokens;
-    if (request.think && this.capabilities(request.model).reasoning) {
+    if (request.think && (request.capabilities ?? this.capabilities(request.model)).reasoning) {
       params.reasoning_effort = 'high';
     }
     return params;

@@ -52,7 +52,8 @@ export function fitCall(
   const cut = before - historyTokens(trim.messages, count);
   const untrimmedHistory = before + state.historyCut;
   if (first) {
-    state.working = trim.messages;
+    // A copy: the sent list is handed to agent:llm:after and must not grow with the turn.
+    state.working = [...trim.messages];
     state.historyCut += cut;
   }
   return { messages: trim.messages, untrimmedHistory };

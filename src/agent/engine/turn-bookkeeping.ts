@@ -125,9 +125,22 @@ export function endStream(deps: TurnDeps, state: TurnState): void {
   });
 }
 
-/** One sentence for the `[error]` notice: what failed, no stack trace. */
+/**
+ * One sentence for the `[error]` notice: what failed, no stack trace. The first non-blank line
+ * of the message, sentence breaks inside it folded (`A. B` -> `A; B`), cut to 300 characters.
+ */
 export function errorNotice(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  const firstLine = (message.split('\n')[0] || 'unknown error').trim().slice(0, 300);
-  return `[error] The turn failed: ${firstLine.replace(/[.\s]+$/, '')}.`;
+  const line = message
+    .split('\n')
+    .map((l) => l.trim())
+    .find(Boolean);
+  const reason = (line ?? 'unknown error')
+    .replace(/\s+/g, ' ')
+    .replace(/([.!?])\s+(?=\S)/g, (_match, stop: string) =>
+      stop === '.' ? '; ' : `${stop} `.replace(/[!?] $/, ';'),
+    )
+    .slice(0, 300)
+    .replace(/[.\s;]+$/, '');
+  return `[error] The turn failed: ${reason}.`;
 }

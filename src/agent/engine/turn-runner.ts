@@ -68,12 +68,7 @@ export class TurnRunner {
     state.settings = await deps.sessions.get(turn.sessionId);
     state.model = deps.models.resolve(state.settings?.model);
     await archiveOpening(deps, state);
-    deps.events.emit('agent:turn:start', {
-      sessionId: turn.sessionId,
-      turnId: turn.id,
-      ...(turn.source !== undefined ? { source: turn.source } : {}),
-      inputs: turn.inputs.map((i) => i.message),
-    });
+    this.announceStart(state);
     if (!state.model) {
       return {
         outcome: 'error',
@@ -123,10 +118,24 @@ export class TurnRunner {
     return { outcome: 'error', notice: errorNotice(error) };
   }
 
+  /** `agent:turn:start`, once per turn (also for a turn that failed before it archived). */
+  private announceStart(state: TurnState): void {
+    if (state.announced) return;
+    state.announced = true;
+    const { turn } = state;
+    this.deps.events.emit('agent:turn:start', {
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      ...(turn.source !== undefined ? { source: turn.source } : {}),
+      inputs: turn.inputs.map((i) => i.message),
+    });
+  }
+
   /** Notice, markers, stream end, `agent:turn:after`, turn-end log line. */
   private async finish(state: TurnState, ending: TurnEnding): Promise<TurnResult> {
     const { deps } = this;
     const { turn } = state;
+    this.announceStart(state);
     if (ending.notice) {
       deps.events.emit('outbound:message', {
         sessionId: turn.sessionId,

@@ -34,6 +34,8 @@ export class TurnState {
   completionTokens = 0;
   reasoning: string[] = [];
   streamEnded = false;
+  /** Whether `agent:turn:start` went out. */
+  announced = false;
 
   constructor(readonly turn: Turn) {}
 

@@ -20,6 +20,7 @@ import {
 } from './api.module-definition';
 import { AdminAuthGuard } from './auth/admin-auth.guard';
 import { AdminTokenVerifier } from './auth/admin-token';
+import { DashboardController } from './dashboard/dashboard.controller';
 import { HealthController } from './health/health.controller';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { ApiThrottlerGuard } from './http/api-throttler.guard';
@@ -52,7 +53,13 @@ function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
  */
 @Module({
   imports: [TerminusModule.forRoot({ logger: false })],
-  controllers: [MessagesController, SessionsController, HealthController, MetricsController],
+  controllers: [
+    MessagesController,
+    SessionsController,
+    HealthController,
+    MetricsController,
+    DashboardController,
+  ],
   providers: [
     { provide: API_OPTIONS, useFactory: resolveApiOptions, inject: [API_MODULE_OPTIONS] },
     { provide: getOptionsToken(), useFactory: throttlerOptions, inject: [API_OPTIONS] },

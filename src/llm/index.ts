@@ -1,7 +1,6 @@
 export * from './openai-compatible/openai-compatible.provider';
 export {
   AnthropicProvider,
-  loadAnthropicSdk,
   toAnthropicMessages,
   type AnthropicProviderOptions,
 } from './anthropic/anthropic.provider';

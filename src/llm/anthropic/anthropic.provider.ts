@@ -75,6 +75,7 @@ const MIN_THINKING_BUDGET = 1024;
 let sdkModule: AnthropicSdk | undefined;
 
 /**
+ * @internal
  * Loads `@anthropic-ai/sdk` on first use, so the package is needed only by servers that use
  * this provider. Throws one clear line when it is missing.
  */

@@ -1,0 +1,307 @@
+import { spawn } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { FakeOpenAiServer } from '../support/fake-openai-server';
+
+/**
+ * The package as a host gets it: the library is built and packed (`npm pack`, so `files`,
+ * `main`, `types` and `exports` are what is tested), installed into `examples/host-app` in a
+ * temporary folder, the example is built with its own TypeScript and run against a local
+ * OpenAI-compatible server. Once with the NestJS 11 packages, once with NestJS 12 (ESM
+ * packages, which a CommonJS host loads through Node's require(esm)). The installs use the
+ * npm registry (or its cache): slow, hence the timeouts.
+ */
+jest.setTimeout(300_000);
+
+const ROOT = resolve(__dirname, '..', '..');
+const EXAMPLE = join(ROOT, 'examples', 'host-app');
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  name: string;
+  files: string[];
+};
+
+/** Packages the repository's server needs but a host that embeds the library must not get. */
+const SERVER_ONLY = [
+  '@nestjs/platform-express',
+  '@nestjs/platform-socket.io',
+  '@nestjs/swagger',
+  '@nestjs/terminus',
+  '@nestjs/throttler',
+  '@nestjs/websockets',
+  'class-validator',
+  'prom-client',
+  'better-sqlite3',
+  'pg',
+  '@anthropic-ai/sdk',
+];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * The environment of child processes: without what `npm test` injects for its own package
+ * (a child npm would otherwise act on the repository), and without NODE_ENV=test.
+ */
+function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (/^npm_(package_|lifecycle_|config_local_prefix)/i.test(key)) continue;
+    if (key === 'INIT_CWD' || key === 'NODE_ENV') continue;
+    env[key] = value;
+  }
+  return { ...env, NO_COLOR: '1', ...extra };
+}
+
+/** Runs a command to its end (killed after `timeoutMs`) and returns its exit code and output. */
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env = childEnv(),
+  timeoutMs = 240_000,
+): Promise<Run> {
+  return new Promise((done, fail) => {
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      fail(error);
+    });
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs a command and throws with its output when it fails. */
+async function must(command: string, args: string[], cwd: string): Promise<Run> {
+  const result = await run(command, args, cwd);
+  if (result.code !== 0) {
+    throw new Error(
+      `${command} ${args.join(' ')} (in ${cwd}) exited ${result.code}\n${result.stdout}\n${result.stderr}`,
+    );
+  }
+  return result;
+}
+
+/** Every installed package under `modules` (nested ones too): name -> versions, one per copy. */
+function installedPackages(modules: string, found = new Map<string, string[]>()) {
+  if (!existsSync(modules)) return found;
+  for (const entry of readdirSync(modules)) {
+    if (entry.startsWith('.')) continue;
+    const dirs = entry.startsWith('@')
+      ? readdirSync(join(modules, entry)).map((name) => join(modules, entry, name))
+      : [join(modules, entry)];
+    for (const dir of dirs) {
+      const manifest = join(dir, 'package.json');
+      if (!existsSync(manifest)) continue;
+      const { name, version } = JSON.parse(readFileSync(manifest, 'utf8'));
+      found.set(name, [...(found.get(name) ?? []), version]);
+      installedPackages(join(dir, 'node_modules'), found);
+    }
+  }
+  return found;
+}
+
+const npmInstall = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'];
+
+describe('the packed library in a host application (examples/host-app)', () => {
+  let work: string;
+  let tarball: string;
+  let packed: string[];
+  let server: FakeOpenAiServer;
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'agent-package-'));
+    // A fresh build in a staging folder, so stale files of ./dist cannot reach the tarball.
+    const stage = join(work, 'stage');
+    const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    await must(
+      process.execPath,
+      [tsc, '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')],
+      ROOT,
+    );
+    cpSync(join(ROOT, 'package.json'), join(stage, 'package.json'));
+    const extras = PACKAGE.files.filter((f) => !f.startsWith('!') && !f.startsWith('dist'));
+    for (const file of ['README.md', ...extras]) {
+      if (existsSync(join(ROOT, file))) cpSync(join(ROOT, file), join(stage, file));
+    }
+    const pack = await must('npm', ['pack', '--json', '--pack-destination', work], stage);
+    const [info] = JSON.parse(pack.stdout) as [{ filename: string; files: { path: string }[] }];
+    tarball = join(work, basename(info.filename));
+    packed = info.files.map((f) => f.path);
+    server = await FakeOpenAiServer.start();
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  /**
+   * Copies the example into `name`, points its library dependency at the tarball (and the
+   * given packages at other versions), installs, builds, and returns the folder.
+   */
+  async function installExample(name: string, versions: Record<string, string> = {}) {
+    const app = join(work, name);
+    cpSync(EXAMPLE, app, {
+      recursive: true,
+      filter: (source) => !/[\\/](node_modules|dist|package-lock\.json|[^\\/]+\.tgz)$/.test(source),
+    });
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
+    manifest.dependencies = {
+      ...manifest.dependencies,
+      ...versions,
+      [PACKAGE.name]: `file:${tarball}`,
+    };
+    writeFileSync(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
+    await must('npm', npmInstall, app);
+    await must('npm', ['run', 'build'], app);
+    return app;
+  }
+
+  /** Runs the example's one turn against the fake server and checks what each part did. */
+  async function runTurn(app: string, nodeFlags: string[] = []) {
+    const before = server.requests.length;
+    server.enqueue(
+      { toolCalls: [{ name: 'order_status', arguments: { orderId: '42' } }] },
+      { text: 'Order 42 has shipped. Your card 4111 1111 1111 1111 was not charged twice.' },
+    );
+    const result = await run(
+      process.execPath,
+      [...nodeFlags, 'dist/main.js'],
+      app,
+      childEnv({ LLM_BASE_URL: server.url, LLM_MODEL: 'fake-model' }),
+      60_000, // the example exits by itself once the turn has settled
+    );
+    const lines = result.stdout.split('\n');
+    const settlement = lines.find((line) => line.startsWith('{"settled"'));
+    expect({ code: result.code, stderr: result.stderr, settled: !!settlement }).toEqual({
+      code: 0,
+      stderr: '',
+      settled: true,
+    });
+    // The hook redacted the card number of the final answer.
+    expect(JSON.parse(settlement!)).toEqual({
+      settled: 'turn',
+      turnId: expect.any(String),
+      outcome: 'replied',
+      reply: 'Order 42 has shipped. Your card [redacted] was not charged twice.',
+    });
+    // The host's own SessionStore was used, the tool ran, the queue listener heard the follow-up.
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        '[session-store] new session chat-1',
+        '[tool] order_status 42 for alice',
+        '[queue] chat-1: 1 waiting',
+        '[queue] chat-1: 0 waiting',
+        '[prompt] policy for chat-1',
+        expect.stringMatching(/^\[hook\] redacted a card number in /),
+      ]),
+    );
+    // What the model saw: the contribution in the system prompt, both inputs, the tool result.
+    const [first, second] = server.requests.slice(before);
+    expect(first.messages.slice(0, 4)).toEqual([
+      { role: 'system', content: 'You are the support assistant of Example Ltd.' },
+      { role: 'system', content: 'Refund policy of Example Ltd: 30 days, no questions asked.' },
+      { role: 'user', content: 'Where is order 42?' },
+      { role: 'user', content: 'It was a gift.' },
+    ]);
+    expect(first.tools.map((t: any) => t.function.name)).toEqual(['order_status']);
+    expect(second.messages.at(-1)).toEqual({
+      role: 'tool',
+      tool_call_id: expect.any(String),
+      content: JSON.stringify({ orderId: '42', status: 'shipped', carrier: 'DHL' }),
+    });
+  }
+
+  /** The host's installed tree: one copy of Nest's DI, and nothing of the server, anywhere. */
+  function expectHostTree(app: string, nestMajor: number) {
+    const copies = installedPackages(join(app, 'node_modules'));
+    const majors = (name: string) => (copies.get(name) ?? []).map((v) => Number(v.split('.')[0]));
+    for (const name of ['@nestjs/common', '@nestjs/core']) {
+      expect({ name, majors: majors(name) }).toEqual({ name, majors: [nestMajor] });
+    }
+    for (const name of ['@nestjs/event-emitter', 'reflect-metadata', 'rxjs', PACKAGE.name]) {
+      expect({ name, copies: copies.get(name)?.length }).toEqual({ name, copies: 1 });
+    }
+    for (const name of SERVER_ONLY) {
+      expect({ name, installed: copies.get(name) }).toEqual({ name, installed: undefined });
+    }
+  }
+
+  it('the tarball holds the compiled library and declarations, no tests, no server', () => {
+    expect(packed).toEqual(
+      expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts']),
+    );
+    const tests = /\.spec\.|\/testing\/|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/;
+    expect(packed.filter((f) => tests.test(f))).toEqual([]);
+    expect(packed.filter((f) => /^dist\/(main|app)\.|^dist\/api\//.test(f))).toEqual([]);
+    expect(packed.filter((f) => !f.startsWith('dist/')).sort()).toEqual([
+      'CHANGELOG.md',
+      'README.md',
+      'package.json',
+    ]);
+  });
+
+  it('NestJS 11: installs, builds and answers a turn; optional peers fail with one line', async () => {
+    const app = await installExample('host-nest11');
+    expectHostTree(app, 11);
+    await runTurn(app);
+
+    // better-sqlite3, pg and @anthropic-ai/sdk are optional peers, absent here: loaded lazily.
+    const probe = await run(
+      process.execPath,
+      [
+        '-e',
+        `const lib = require(${JSON.stringify(PACKAGE.name)});
+        const line = (e) => console.log(e.message.split('\\n').length + ' ' + e.message);
+        try { new lib.AnthropicProvider({}); } catch (e) { line(e); }
+        lib.createSqlStores('file.sqlite').catch(line);
+        lib.createSqlStores('postgres://localhost/agent').catch(line);`,
+      ],
+      app,
+    );
+    expect(probe.stderr).toBe('');
+    const lines = probe.stdout.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^1 .*npm install @anthropic-ai\/sdk/),
+        expect.stringMatching(
+          /^1 .*"better-sqlite3" is not installed: npm install better-sqlite3$/,
+        ),
+        expect.stringMatching(/^1 .*"pg" is not installed: npm install pg$/),
+      ]),
+    );
+  });
+
+  it('NestJS 12: the same example on the ESM packages, loaded through require(esm)', async () => {
+    const app = await installExample('host-nest12', {
+      '@nestjs/common': '^12.0.0',
+      '@nestjs/core': '^12.0.0',
+      '@nestjs/event-emitter': '^12.0.0',
+      '@nestjs/config': '^12.0.0',
+    });
+    expectHostTree(app, 12);
+    // require(esm) is on by default from Node 20.19 / 22.12; older 20.x/22.x need the flag.
+    await runTurn(app, process.features.require_module ? [] : ['--experimental-require-module']);
+  });
+});

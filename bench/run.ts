@@ -4,10 +4,11 @@
  */
 import { cpus } from 'node:os';
 import { benchStores } from './stores.bench';
+import { benchTurns } from './turns.bench';
 import { benchUsage } from './usage.bench';
 
 async function main(): Promise<void> {
-  const sections = [await benchUsage(), await benchStores()];
+  const sections = [await benchTurns(), await benchUsage(), await benchStores()];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +
       `(Node ${process.version}, ${cpus().length} cores).\n\n${sections.join('\n\n')}\n`,

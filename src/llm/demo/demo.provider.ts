@@ -168,7 +168,7 @@ export class DemoProvider implements LlmProvider {
     if (!question.trim()) return { content: `${DEMO_LABEL} I have nothing to answer yet.` };
     if (GREETING.test(question) || HELP.test(question)) {
       return {
-        content: `${DEMO_LABEL} Hello! I am the built-in offline demo model: I echo what you write and can tell the time with the clock tool. To chat with a real model, ${CONFIGURE}.`,
+        content: `${DEMO_LABEL} Hello! I am the built-in offline demo model: I echo what you write and can tell the time with the clock tool. To chat with a real model, set LLM_BASE_URL (and LLM_API_KEY, LLM_MODEL).`,
       };
     }
     return {

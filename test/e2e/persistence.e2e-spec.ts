@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ApiApp } from '../support/api-app';
 import { FakeOpenAiServer } from '../support/fake-openai-server';
 import { ServerProcess } from '../support/api-process';
+import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 
 describe('persistence through the server (issue 7)', () => {
   let server: FakeOpenAiServer;
@@ -55,5 +56,49 @@ describe('persistence through the server (issue 7)', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]).toContain(`AGENT_DB "${corrupt}" cannot be opened`);
     rmSync(corrupt, { force: true });
+  });
+
+  describePg('two server instances on one PostgreSQL database', () => {
+    let db: TempDb;
+    beforeAll(async () => {
+      db = await tempPgSchema();
+    });
+    afterAll(() => db?.drop());
+
+    it("see each other's writes: a turn through one is in the history read through the other", async () => {
+      const a = await ApiApp.start({ server, env: { AGENT_DB: db.url } });
+      const b = await ApiApp.start({ server, env: { AGENT_DB: db.url } });
+      try {
+        server.enqueue({ text: 'shared answer' });
+        const answer = await a
+          .http()
+          .post('/agent/messages?wait=true')
+          .set(a.auth)
+          .send({ sessionId: 'shared', content: 'written by A' });
+        expect(answer.body).toMatchObject({ outcome: 'replied' });
+        const history = await b.http().get('/agent/sessions/shared/history').set(b.auth);
+        expect(history.body.messages.map((m: { content: string }) => m.content)).toEqual([
+          'written by A',
+          'shared answer',
+        ]);
+        // Settings written through one instance are read by the other (S6 on a shared store).
+        await a
+          .http()
+          .put('/agent/sessions/shared/model')
+          .set(a.auth)
+          .send({ model: 'other-model' })
+          .expect(204);
+        server.enqueue({ text: 'from B' });
+        await b
+          .http()
+          .post('/agent/messages?wait=true')
+          .set(b.auth)
+          .send({ sessionId: 'shared', content: 'written by B' });
+        expect(server.requests.at(-1).model).toBe('other-model');
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
   });
 });

@@ -45,6 +45,24 @@ export interface IncomingMessage {
   metadata?: Record<string, unknown>;
 }
 
+/**
+ * One piece of a turn's timeline, in the order it happened: text and reasoning as streamed
+ * (adjacent pieces of one type merged) and each tool call with its `callId` (P1).
+ */
+export type ContentSegment =
+  | { type: 'text'; content: string }
+  | { type: 'reasoning_text'; content: string }
+  | {
+      type: 'tool_call';
+      callId: string;
+      name: string;
+      args: unknown;
+      result?: string;
+      ok?: boolean;
+      startTime?: number;
+      endTime?: number;
+    };
+
 /** A message the agent sends to the session (`outbound:message`). */
 export interface OutgoingMessage {
   sessionId: string;
@@ -55,6 +73,8 @@ export interface OutgoingMessage {
   /** `agent` for model replies, `system` for `[error]` / `[system]` notices. */
   source: 'agent' | 'system';
   reasoningContent?: string;
+  /** The turn's timeline: text, reasoning and tool calls in order (P1). */
+  segments?: ContentSegment[];
   attachments?: MessageAttachment[];
   model?: ModelRefLike;
   tokens?: { prompt?: number; completion?: number };

@@ -25,6 +25,8 @@ export const WellKnownMetadataKeys = {
   SessionKind: 'sessionKind',
   /** Decoded visible text of a structured-output envelope: final reply. */
   VisibleContent: 'visibleContent',
+  /** The turn's timeline (`ContentSegment[]`, tool calls with their `callId`): final reply. */
+  Segments: 'segments',
   /** `false` on assistant messages persisted but not sent in rooms (P2). */
   Sent: 'sent',
   /** Input fields kept with an archived input. */

@@ -706,4 +706,44 @@ describe('turn pipeline (T, P, H, I)', () => {
     ]);
     expect((await h.stored('r'))[0].content).toBe('hi all');
   });
+
+  it('P1: the final reply records the turn timeline; each tool call segment carries its callId, also a call that failed before it ran', async () => {
+    await boot();
+    echoTool();
+    h.server.enqueue(
+      {
+        toolCalls: [
+          { name: 'echo', arguments: { text: 'x' } },
+          { name: 'echo', arguments: '{broken' },
+        ],
+        text: 'Let me check. ',
+      },
+      { text: 'All done.', chunks: 3, reasoning: 'thinking it over' },
+    );
+    await h.agent.handleMessage({ sessionId: 's', content: 'go' });
+    const stored = await h.stored('s');
+    const results = stored.filter((m) => m.role === 'tool');
+    const reply = stored.at(-1)!;
+    const segments = reply.metadata[K.Segments] as Array<Record<string, unknown>>;
+    expect(segments.map((seg) => seg.type)).toEqual([
+      'text',
+      'tool_call',
+      'tool_call',
+      'reasoning_text',
+      'text',
+    ]);
+    expect(segments[0]).toEqual({ type: 'text', content: 'Let me check. ' });
+    expect(segments[4]).toEqual({ type: 'text', content: 'All done.' });
+    expect(segments[1]).toMatchObject({
+      name: 'echo',
+      ok: true,
+      callId: results[0].metadata[K.CallId],
+    });
+    expect(segments[2]).toMatchObject({
+      name: 'echo',
+      ok: false,
+      callId: results[1].metadata[K.CallId],
+    });
+    expect(h.of('outbound:message')[0].segments).toEqual(segments);
+  });
 });

@@ -37,13 +37,16 @@ export async function callModel(
     capabilities,
     signal,
   };
-  const emit = (delta?: string, reasoningDelta?: string) =>
+  const emit = (delta?: string, reasoningDelta?: string) => {
+    if (reasoningDelta) state.addStreamed('reasoning_text', reasoningDelta);
+    if (delta) state.addStreamed('text', delta);
     deps.events.emit('outbound:stream', {
       sessionId: state.sessionId,
       turnId: state.turn.id,
       ...(delta ? { delta } : {}),
       ...(reasoningDelta ? { reasoningDelta } : {}),
     });
+  };
   try {
     if (signal.aborted) throw new TurnAbortedError();
     if (!provider.stream) {

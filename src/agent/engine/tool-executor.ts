@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   WellKnownMetadataKeys as K,
+  type ContentSegment,
   type ModelMessage,
   type NewMessage,
   type ToolAfterContext,
@@ -18,6 +19,7 @@ interface ExecutedCall {
   callId: string;
   result: string;
   metadata: Record<string, unknown>;
+  segment: ContentSegment;
 }
 
 /**
@@ -32,6 +34,8 @@ export async function runToolCalls(
   assistant: { content: string; reasoningContent?: string; toolCalls: ToolCall[] },
 ): Promise<ModelMessage[]> {
   const executed = await Promise.all(assistant.toolCalls.map((call) => runOne(deps, state, call)));
+  // The timeline gets the calls in call order, each with its callId (P1).
+  for (const e of executed) state.segments.push(e.segment);
   const turnId = state.turn.id;
   const assistantMeta: Record<string, unknown> = { [K.TurnId]: turnId };
   if (state.isRoom && assistant.content.trim()) assistantMeta[K.Sent] = false;
@@ -72,6 +76,7 @@ export async function runToolCalls(
 
 async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise<ExecutedCall> {
   const callId = randomUUID();
+  const startTime = Date.now();
   const lead = state.lead;
   const context: ToolCallContext = {
     sessionId: state.sessionId,
@@ -123,7 +128,17 @@ async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise
     ok: after.ok,
     result: after.result,
   });
-  return { call, callId, result: after.result, metadata: after.metadata };
+  const segment: ContentSegment = {
+    type: 'tool_call',
+    callId,
+    name: after.name,
+    args: after.args,
+    result: after.result,
+    ok: after.ok,
+    startTime,
+    endTime: Date.now(),
+  };
+  return { call, callId, result: after.result, metadata: after.metadata, segment };
 }
 
 function parseArguments(text: string): { args: unknown; error?: string } {

@@ -50,6 +50,7 @@ export async function deliverReply(
     [K.GroupId, lead.groupId],
     [K.SessionKind, lead.sessionKind ?? state.settings?.kind],
     [K.VisibleContent, reply.visibleContent],
+    [K.Segments, state.segments.length ? state.segments : undefined],
   ];
   for (const [key, value] of optional) if (value !== undefined) metadata[key] = value;
   const reasoning = state.reasoning.join('\n---\n') || undefined;
@@ -75,6 +76,7 @@ export async function deliverReply(
     source: 'agent',
     platform: lead.platform,
     ...(reasoning ? { reasoningContent: reasoning } : {}),
+    ...(state.segments.length ? { segments: state.segments } : {}),
     model: ref,
     tokens,
   });

@@ -1,4 +1,5 @@
 import type {
+  ContentSegment,
   IncomingMessage,
   ModelMessage,
   SessionSettings,
@@ -36,6 +37,8 @@ export class TurnState {
   streamEnded = false;
   /** Whether `agent:turn:start` went out. */
   announced = false;
+  /** The turn's timeline (P1): streamed text and reasoning, tool calls with their callId. */
+  readonly segments: ContentSegment[] = [];
 
   constructor(readonly turn: Turn) {}
 
@@ -69,6 +72,13 @@ export class TurnState {
       message,
       estimator.encodingFor(ref.model, capabilities.encoding),
     );
+  }
+
+  /** Adds streamed text or reasoning to the timeline, merging it into the previous piece. */
+  addStreamed(type: 'text' | 'reasoning_text', delta: string): void {
+    const last = this.segments[this.segments.length - 1];
+    if (last?.type === type) last.content += delta;
+    else this.segments.push({ type, content: delta });
   }
 
   get acceptsImages(): boolean {

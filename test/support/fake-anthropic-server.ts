@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { AsyncQueue, readRequest, sendJson, split, type ReceivedHttpRequest } from './fake-http';
 
 /** Token usage as the Messages API reports it. */
 export interface FakeAnthropicUsage {
@@ -89,40 +90,16 @@ export type FakeAnthropicScript =
   | FakeAnthropicRawScript;
 
 /** A request as the server received it. */
-export interface ReceivedAnthropicRequest {
-  method: string;
-  /** Path without the query string, e.g. `/v1/messages`. */
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** Parsed JSON body; the raw text when it is not JSON; `undefined` when empty. */
-  body: any;
-}
+export type ReceivedAnthropicRequest = ReceivedHttpRequest;
+
+const DEFAULT_USAGE: FakeAnthropicUsage = { input_tokens: 10, output_tokens: 5 };
+const MESSAGES_PATH = '/v1/messages';
 
 /** One SSE event: its name and its `data:` payload. */
 interface SseEvent {
   event: string;
   data: string;
 }
-
-/** A first-in first-out queue whose `take` waits for the next value. */
-class AsyncQueue<T> {
-  private readonly values: T[] = [];
-  private readonly waiters: Array<(value: T) => void> = [];
-
-  push(value: T): void {
-    const waiter = this.waiters.shift();
-    if (waiter) waiter(value);
-    else this.values.push(value);
-  }
-
-  take(): Promise<T> {
-    if (this.values.length) return Promise.resolve(this.values.shift() as T);
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-}
-
-const DEFAULT_USAGE: FakeAnthropicUsage = { input_tokens: 10, output_tokens: 5 };
-const MESSAGES_PATH = '/v1/messages';
 
 /**
  * A real local HTTP server speaking the Anthropic Messages API wire format, for tests.
@@ -323,27 +300,6 @@ function errorTypeOf(status: number): string {
 }
 
 /** Reads a request and parses its body. */
-async function readRequest(req: IncomingMessage): Promise<ReceivedAnthropicRequest> {
-  const parts: Buffer[] = [];
-  for await (const part of req) parts.push(part as Buffer);
-  const text = Buffer.concat(parts).toString('utf8');
-  let body: any = undefined;
-  if (text) {
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = text;
-    }
-  }
-  const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-  return { method: req.method ?? 'GET', path, headers: req.headers, body };
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
 function sendError(res: ServerResponse, script: FakeAnthropicErrorScript): void {
   const body = script.body ?? errorBody(errorTypeOf(script.status), `Fake error ${script.status}`);
   res.writeHead(script.status, { 'content-type': 'application/json', ...script.headers });
@@ -460,22 +416,6 @@ function streamEventsOf(
 function stopReasonOf(script: FakeAnthropicTextScript | FakeAnthropicToolUseScript): string {
   if ('toolCalls' in script) return 'tool_use';
   return script.stopReason ?? 'end_turn';
-}
-
-/** Splits `text` into `count` pieces of near-equal length (fewer when it is shorter). */
-function split(text: string, count: number): string[] {
-  const chars = Array.from(text);
-  if (!chars.length) return [];
-  const n = Math.max(1, Math.min(Math.floor(count), chars.length));
-  const pieces: string[] = [];
-  for (let i = 0; i < n; i++) {
-    pieces.push(
-      chars
-        .slice(Math.floor((i * chars.length) / n), Math.floor(((i + 1) * chars.length) / n))
-        .join(''),
-    );
-  }
-  return pieces;
 }
 
 /** The tool calls of a script (ids defaulted, input as JSON text). */

@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { AsyncQueue, readRequest, sendJson, split, type ReceivedHttpRequest } from './fake-http';
 
 /** Token usage as the wire reports it; `total_tokens` defaults to the sum of the two parts. */
 export interface FakeUsage {
@@ -71,31 +72,7 @@ export interface FakeRawScript extends FakeScriptBase {
 export type FakeScript = FakeTextScript | FakeToolCallsScript | FakeErrorScript | FakeRawScript;
 
 /** A request as the server received it. */
-export interface ReceivedRequest {
-  method: string;
-  /** Path without the query string, e.g. `/v1/chat/completions`. */
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** Parsed JSON body; the raw text when it is not JSON; `undefined` when empty. */
-  body: any;
-}
-
-/** A first-in first-out queue whose `take` waits for the next value. */
-class AsyncQueue<T> {
-  private readonly values: T[] = [];
-  private readonly waiters: Array<(value: T) => void> = [];
-
-  push(value: T): void {
-    const waiter = this.waiters.shift();
-    if (waiter) waiter(value);
-    else this.values.push(value);
-  }
-
-  take(): Promise<T> {
-    if (this.values.length) return Promise.resolve(this.values.shift() as T);
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-}
+export type ReceivedRequest = ReceivedHttpRequest;
 
 const DEFAULT_USAGE: FakeUsage = { prompt_tokens: 10, completion_tokens: 5 };
 const BASE_PATH = '/v1';
@@ -269,27 +246,6 @@ export class FakeOpenAiServer {
 }
 
 /** Reads a request and parses its body. */
-async function readRequest(req: IncomingMessage): Promise<ReceivedRequest> {
-  const parts: Buffer[] = [];
-  for await (const part of req) parts.push(part as Buffer);
-  const text = Buffer.concat(parts).toString('utf8');
-  let body: any = undefined;
-  if (text) {
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = text;
-    }
-  }
-  const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-  return { method: req.method ?? 'GET', path, headers: req.headers, body };
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
 function sendError(res: ServerResponse, script: FakeErrorScript): void {
   const body = script.body ?? {
     error: { message: `Fake error ${script.status}`, type: 'fake_error', param: null, code: null },
@@ -352,22 +308,6 @@ function deltasOf(script: FakeTextScript | FakeToolCallsScript): Record<string, 
     });
   }
   return deltas;
-}
-
-/** Splits `text` into `count` pieces of near-equal length (fewer when it is shorter). */
-function split(text: string, count: number): string[] {
-  const chars = Array.from(text);
-  const n = Math.max(1, Math.min(Math.floor(count), chars.length));
-  if (!chars.length) return [];
-  const pieces: string[] = [];
-  for (let i = 0; i < n; i++) {
-    pieces.push(
-      chars
-        .slice(Math.floor((i * chars.length) / n), Math.floor(((i + 1) * chars.length) / n))
-        .join(''),
-    );
-  }
-  return pieces;
 }
 
 /** The wire tool calls of a script (ids defaulted, arguments as JSON text). */

@@ -1,7 +1,11 @@
-import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
-import { AsyncQueue, readRequest, sendJson, split, type ReceivedHttpRequest } from './fake-http';
+import type { Server, ServerResponse } from 'node:http';
+import {
+  listenLocal,
+  ScriptedHttpServer,
+  sendJson,
+  split,
+  type ReceivedHttpRequest,
+} from './fake-http';
 
 /** Token usage as the Messages API reports it. */
 export interface FakeAnthropicUsage {
@@ -109,109 +113,29 @@ interface SseEvent {
  * else as one JSON message. `GET /v1/models` lists `models`. Give clients `maxRetries: 0` when
  * testing retryable errors, or queue one script per attempt.
  */
-export class FakeAnthropicServer {
-  /** Parsed JSON bodies of the Messages API requests received, in order. */
-  readonly requests: any[] = [];
-  /** Every request received (any path), in order. */
-  readonly received: ReceivedAnthropicRequest[] = [];
+export class FakeAnthropicServer extends ScriptedHttpServer<FakeAnthropicScript> {
   /** Model ids listed by `GET /v1/models`. */
   models: string[] = ['claude-fake-4'];
-  /** Called on every request, before it is answered. */
-  onRequest?: (request: ReceivedAnthropicRequest) => void;
 
-  private readonly scripts: FakeAnthropicScript[] = [];
-  private readonly held: Array<() => void> = [];
-  private readonly sockets = new Set<Socket>();
-  private readonly requestQueue = new AsyncQueue<any>();
-  private readonly disconnects = new AsyncQueue<void>();
-  private closing = false;
-  private sequence = 0;
-
-  private constructor(private readonly server: Server) {
-    server.on('connection', (socket: Socket) => {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      this.handle(req, res).catch((error: unknown) => {
-        if (res.destroyed) return;
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(errorBody('api_error', String(error))));
-      });
-    });
+  private constructor(server: Server) {
+    super(server, (message) => errorBody('api_error', message));
   }
 
   /** Starts a server on a free port of 127.0.0.1. */
   static async start(): Promise<FakeAnthropicServer> {
-    const server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
-    return new FakeAnthropicServer(server);
+    return new FakeAnthropicServer(await listenLocal());
   }
 
   /** Base URL for an Anthropic client (the API root, without `/v1`). */
   get url(): string {
-    const { port } = this.server.address() as AddressInfo;
-    return `http://127.0.0.1:${port}`;
+    return this.origin;
   }
 
-  /** Number of queued scripts not yet used. */
-  get pending(): number {
-    return this.scripts.length;
+  protected isModelCall(request: ReceivedHttpRequest): boolean {
+    return request.method === 'POST' && request.path === MESSAGES_PATH;
   }
 
-  /** Number of answers currently held open. */
-  get heldCount(): number {
-    return this.held.length;
-  }
-
-  /** Queues scripts; each Messages API request takes the oldest one. */
-  enqueue(...scripts: FakeAnthropicScript[]): this {
-    this.scripts.push(...scripts);
-    return this;
-  }
-
-  /** Lets held answers finish: the `count` oldest ones, or all when omitted. */
-  release(count = Infinity): void {
-    for (const release of this.held.splice(0, count)) release();
-  }
-
-  /** The body of the oldest Messages API request not yet handed out, waiting for one if none. */
-  nextRequest(): Promise<any> {
-    return this.requestQueue.take();
-  }
-
-  /** Resolves on the oldest client disconnect (before its answer finished) not yet handed out. */
-  waitForDisconnect(): Promise<void> {
-    return this.disconnects.take();
-  }
-
-  /** Releases held answers, destroys open sockets and stops listening. */
-  async close(): Promise<void> {
-    this.closing = true;
-    this.release();
-    await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-      for (const socket of this.sockets) socket.destroy();
-    });
-  }
-
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const request = await readRequest(req);
-    this.received.push(request);
-    const isMessages = request.method === 'POST' && request.path === MESSAGES_PATH;
-    if (isMessages) {
-      this.requests.push(request.body);
-      this.requestQueue.push(request.body);
-      res.on('close', () => {
-        if (!res.writableFinished) this.disconnects.push();
-      });
-    }
-    this.onRequest?.(request);
-    if (isMessages) return this.answerMessages(request.body ?? {}, res);
+  protected answerOther(request: ReceivedHttpRequest, res: ServerResponse): void {
     if (request.method === 'GET' && request.path === '/v1/models') {
       const data = this.models.map((id) => ({
         type: 'model',
@@ -230,8 +154,8 @@ export class FakeAnthropicServer {
   }
 
   /** Answers one Messages API request from the next script. */
-  private async answerMessages(body: any, res: ServerResponse): Promise<void> {
-    const script = this.scripts.shift() ?? { text: 'ok' };
+  protected async answer(body: any, res: ServerResponse): Promise<void> {
+    const script = this.nextScript({ text: 'ok' });
     const id = `msg_fake_${++this.sequence}`;
     if ('status' in script) {
       if (script.hold) await this.hold(res);
@@ -260,23 +184,6 @@ export class FakeAnthropicServer {
       if (this.closing || res.destroyed) return;
     }
     res.end();
-  }
-
-  /** Waits until released or until the client disconnects. */
-  private hold(res: ServerResponse): Promise<void> {
-    return new Promise((resolve) => {
-      const release = (): void => {
-        res.off('close', onClose);
-        resolve();
-      };
-      const onClose = (): void => {
-        const index = this.held.indexOf(release);
-        if (index >= 0) this.held.splice(index, 1);
-        resolve();
-      };
-      this.held.push(release);
-      res.on('close', onClose);
-    });
   }
 }
 

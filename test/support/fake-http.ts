@@ -1,4 +1,6 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 
 /** A request as a fake server received it. */
 export interface ReceivedHttpRequest {
@@ -64,4 +66,155 @@ export function split(text: string, count: number): string[] {
     );
   }
   return pieces;
+}
+
+/** Starts a bare HTTP server on a free port of 127.0.0.1. */
+export async function listenLocal(): Promise<Server> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return server;
+}
+
+/**
+ * The plumbing both fake model servers share: scripts taken in order, held answers released
+ * by the test, the queue of model requests and of early client disconnects, and a close that
+ * leaves no socket open. Subclasses speak their wire format in `answer`.
+ */
+export abstract class ScriptedHttpServer<S> {
+  /** Parsed JSON bodies of the model requests received, in order. */
+  readonly requests: any[] = [];
+  /** Every request received (any path), in order. */
+  readonly received: ReceivedHttpRequest[] = [];
+  /** Called on every request, before it is answered. */
+  onRequest?: (request: ReceivedHttpRequest) => void;
+
+  protected readonly scripts: S[] = [];
+  protected closing = false;
+  protected sequence = 0;
+  private readonly held: Array<() => void> = [];
+  private readonly sockets = new Set<Socket>();
+  private readonly requestQueue = new AsyncQueue<any>();
+  private readonly disconnects = new AsyncQueue<void>();
+
+  protected constructor(
+    protected readonly server: Server,
+    /** The JSON body of a 500 answer when handling a request throws. */
+    failure: (message: string) => unknown,
+  ) {
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.handle(req, res).catch((error: unknown) => {
+        if (res.destroyed) return;
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(failure(String(error))));
+      });
+    });
+  }
+
+  /** `http://127.0.0.1:<port>`. */
+  protected get origin(): string {
+    const { port } = this.server.address() as AddressInfo;
+    return `http://127.0.0.1:${port}`;
+  }
+
+  /** Number of queued scripts not yet used. */
+  get pending(): number {
+    return this.scripts.length;
+  }
+
+  /** Number of answers currently held open. */
+  get heldCount(): number {
+    return this.held.length;
+  }
+
+  /** Queues scripts; each model request takes the oldest one. */
+  enqueue(...scripts: S[]): this {
+    this.scripts.push(...scripts);
+    return this;
+  }
+
+  /**
+   * Lets held answers finish: the `count` oldest ones, or all when omitted. Releases only
+   * answers held now (a request is held by the time `nextRequest()` resolves with it).
+   */
+  release(count = Infinity): void {
+    for (const release of this.held.splice(0, count)) release();
+  }
+
+  /** The body of the oldest model request not yet handed out, waiting for one if none. */
+  nextRequest(): Promise<any> {
+    return this.requestQueue.take();
+  }
+
+  /**
+   * Resolves on the oldest client disconnect not yet handed out: a client closing its
+   * connection before its answer finished (a held answer, typically, after an abort).
+   */
+  waitForDisconnect(): Promise<void> {
+    return this.disconnects.take();
+  }
+
+  /** Releases held answers, destroys open sockets and stops listening. */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.release();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+      for (const socket of this.sockets) socket.destroy();
+    });
+  }
+
+  /** Whether a request is a model call (recorded, queued, answered from a script). */
+  protected abstract isModelCall(request: ReceivedHttpRequest): boolean;
+
+  /** Answers a model call from the next script. */
+  protected abstract answer(body: any, res: ServerResponse): Promise<void>;
+
+  /** Answers any other request (model listings, 404s). */
+  protected abstract answerOther(request: ReceivedHttpRequest, res: ServerResponse): void;
+
+  /** Takes the next script, or `fallback` when none is queued. */
+  protected nextScript(fallback: S): S {
+    return this.scripts.shift() ?? fallback;
+  }
+
+  /** Holds the answer until `release()` or until the client goes away. */
+  protected hold(res: ServerResponse): Promise<void> {
+    return new Promise((resolve) => {
+      const release = (): void => {
+        res.off('close', onClose);
+        resolve();
+      };
+      const onClose = (): void => {
+        const index = this.held.indexOf(release);
+        if (index >= 0) this.held.splice(index, 1);
+        resolve();
+      };
+      this.held.push(release);
+      res.on('close', onClose);
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const request = await readRequest(req);
+    this.received.push(request);
+    const modelCall = this.isModelCall(request);
+    if (modelCall) {
+      this.requests.push(request.body);
+      this.requestQueue.push(request.body);
+      res.on('close', () => {
+        if (!res.writableFinished) this.disconnects.push();
+      });
+    }
+    this.onRequest?.(request);
+    if (modelCall) return this.answer(request.body ?? {}, res);
+    this.answerOther(request, res);
+  }
 }

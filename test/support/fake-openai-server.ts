@@ -1,7 +1,11 @@
-import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
-import { AsyncQueue, readRequest, sendJson, split, type ReceivedHttpRequest } from './fake-http';
+import type { Server, ServerResponse } from 'node:http';
+import {
+  listenLocal,
+  ScriptedHttpServer,
+  sendJson,
+  split,
+  type ReceivedHttpRequest,
+} from './fake-http';
 
 /** Token usage as the wire reports it; `total_tokens` defaults to the sum of the two parts. */
 export interface FakeUsage {
@@ -86,117 +90,29 @@ const BASE_PATH = '/v1';
  * `models`. The SDK retries 408/409/429/5xx answers: give clients `maxRetries: 0` when testing
  * errors, or queue one script per attempt.
  */
-export class FakeOpenAiServer {
-  /** Parsed JSON bodies of the chat-completions requests received, in order. */
-  readonly requests: any[] = [];
-  /** Every request received (any path), in order. */
-  readonly received: ReceivedRequest[] = [];
+export class FakeOpenAiServer extends ScriptedHttpServer<FakeScript> {
   /** Model ids listed by `GET /v1/models`. */
   models: string[] = ['fake-model'];
-  /** Called on every request, before it is answered. */
-  onRequest?: (request: ReceivedRequest) => void;
 
-  private readonly scripts: FakeScript[] = [];
-  private readonly held: Array<() => void> = [];
-  private readonly sockets = new Set<Socket>();
-  private readonly requestQueue = new AsyncQueue<any>();
-  private readonly disconnects = new AsyncQueue<void>();
-  private closing = false;
-  private sequence = 0;
-
-  private constructor(private readonly server: Server) {
-    server.on('connection', (socket: Socket) => {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      this.handle(req, res).catch((error: unknown) => {
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: String(error), type: 'fake_server_error' } }));
-      });
-    });
+  private constructor(server: Server) {
+    super(server, (message) => ({ error: { message, type: 'fake_server_error' } }));
   }
 
   /** Starts a server on a free port of 127.0.0.1. */
   static async start(): Promise<FakeOpenAiServer> {
-    const server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
-    return new FakeOpenAiServer(server);
+    return new FakeOpenAiServer(await listenLocal());
   }
 
   /** Base URL for an OpenAI client, ending in `/v1`. */
   get url(): string {
-    const { port } = this.server.address() as AddressInfo;
-    return `http://127.0.0.1:${port}${BASE_PATH}`;
+    return `${this.origin}${BASE_PATH}`;
   }
 
-  /** Number of queued scripts not yet used. */
-  get pending(): number {
-    return this.scripts.length;
+  protected isModelCall(request: ReceivedHttpRequest): boolean {
+    return request.method === 'POST' && request.path === `${BASE_PATH}/chat/completions`;
   }
 
-  /** Number of answers currently held open. */
-  get heldCount(): number {
-    return this.held.length;
-  }
-
-  /** Queues scripts; each chat-completions request takes the oldest one. */
-  enqueue(...scripts: FakeScript[]): this {
-    this.scripts.push(...scripts);
-    return this;
-  }
-
-  /**
-   * Lets held answers finish: the `count` oldest ones, or all when omitted. Releases only
-   * answers held now (a request is held by the time `nextRequest()` resolves with it).
-   */
-  release(count = Infinity): void {
-    for (const release of this.held.splice(0, count)) release();
-  }
-
-  /**
-   * The body of the oldest chat-completions request not yet handed out by `nextRequest()`,
-   * waiting for one to arrive when there is none.
-   */
-  nextRequest(): Promise<any> {
-    return this.requestQueue.take();
-  }
-
-  /**
-   * Resolves on the oldest client disconnect not yet handed out: a client closing its
-   * connection before its answer finished (a held answer, typically, after an abort).
-   */
-  waitForDisconnect(): Promise<void> {
-    return this.disconnects.take();
-  }
-
-  /** Releases held answers, destroys open sockets and stops listening. */
-  async close(): Promise<void> {
-    this.closing = true;
-    this.release();
-    await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-      for (const socket of this.sockets) socket.destroy();
-    });
-  }
-
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const request = await readRequest(req);
-    this.received.push(request);
-    const isChat = request.method === 'POST' && request.path === `${BASE_PATH}/chat/completions`;
-    if (isChat) {
-      this.requests.push(request.body);
-      this.requestQueue.push(request.body);
-      res.on('close', () => {
-        if (!res.writableFinished) this.disconnects.push();
-      });
-    }
-    this.onRequest?.(request);
-    if (isChat) return this.answerChat(request.body ?? {}, res);
+  protected answerOther(request: ReceivedHttpRequest, res: ServerResponse): void {
     if (request.method === 'GET' && request.path === `${BASE_PATH}/models`) {
       const data = this.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'fake' }));
       return sendJson(res, 200, { object: 'list', data });
@@ -205,8 +121,8 @@ export class FakeOpenAiServer {
   }
 
   /** Answers one chat-completions request from the next script. Holds synchronously. */
-  private async answerChat(body: any, res: ServerResponse): Promise<void> {
-    const script = this.scripts.shift() ?? { text: 'ok' };
+  protected async answer(body: any, res: ServerResponse): Promise<void> {
+    const script = this.nextScript({ text: 'ok' });
     const id = `chatcmpl-fake-${++this.sequence}`;
     if ('status' in script) {
       if (script.hold) await this.hold(res);
@@ -225,23 +141,6 @@ export class FakeOpenAiServer {
     if (this.closing || res.destroyed) return;
     for (const event of events.slice(1)) res.write(`data: ${event}\n\n`);
     res.end();
-  }
-
-  /** Waits until released or until the client disconnects. */
-  private hold(res: ServerResponse): Promise<void> {
-    return new Promise((resolve) => {
-      const release = (): void => {
-        res.off('close', onClose);
-        resolve();
-      };
-      const onClose = (): void => {
-        const index = this.held.indexOf(release);
-        if (index >= 0) this.held.splice(index, 1);
-        resolve();
-      };
-      this.held.push(release);
-      res.on('close', onClose);
-    });
   }
 }
 

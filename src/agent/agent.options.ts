@@ -93,6 +93,17 @@ export interface ResolvedAgentOptions extends Required<
   trimming: Required<TrimmingOptions>;
 }
 
+/**
+ * The prompt token budget for a model: the `tokenBudget` option, else the context window less
+ * the reply reservation and a 512-token margin (at least 1024).
+ */
+export function tokenBudgetFor(
+  options: Pick<ResolvedAgentOptions, 'tokenBudget'>,
+  model: { contextWindow: number; maxOutputTokens: number },
+): number {
+  return options.tokenBudget ?? Math.max(1024, model.contextWindow - model.maxOutputTokens - 512);
+}
+
 /** Defaults of the numeric and text options. */
 export const AGENT_OPTION_DEFAULTS = {
   contextWindow: 128_000,

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ModelMessage, TokenUsageEvent } from '../contracts';
 import { historyToModelMessages } from '../prompt';
+import { tokenBudgetFor } from './agent.options';
 import { AGENT_TURN_DEPS } from './agent.tokens';
 import type { TurnDeps } from './engine';
 
@@ -47,7 +48,7 @@ export class UsageSnapshots {
       encoding,
       contextWindow,
       maxTokens,
-      tokenBudget: deps.options.tokenBudget ?? Math.max(1024, contextWindow - maxTokens - 512),
+      tokenBudget: tokenBudgetFor(deps.options, { contextWindow, maxOutputTokens: maxTokens }),
       trimmed: false,
       historyMessages: await deps.history.count(sessionId),
       historyLimit,

@@ -1,6 +1,7 @@
 import type { ModelMessage, ToolDefinition } from '../../contracts';
 import { dropHistorySegments, trimToBudget } from '../../prompt';
 import { classifyMessage } from '../../usage';
+import { tokenBudgetFor } from '../agent.options';
 import type { TurnDeps } from './turn-deps';
 import type { TurnState } from './turn-state';
 
@@ -13,8 +14,7 @@ export interface FittedCall {
 
 /** The prompt token budget of the turn's model. */
 export function budgetOf(deps: TurnDeps, state: TurnState): number {
-  const { contextWindow, maxOutputTokens } = state.model!.capabilities;
-  return deps.options.tokenBudget ?? Math.max(1024, contextWindow - maxOutputTokens - 512);
+  return tokenBudgetFor(deps.options, state.model!.capabilities);
 }
 
 /**
@@ -30,8 +30,7 @@ export function fitCall(
   tools: ToolDefinition[],
   first: boolean,
 ): FittedCall {
-  const { ref, capabilities } = state.model!;
-  const encoding = deps.estimator.encodingFor(ref.model, capabilities.encoding);
+  const encoding = state.encodingOf(deps.estimator);
   const count = (m: ModelMessage) => deps.estimator.countMessage(m, encoding);
   const { trimming } = deps.options;
   const budget = budgetOf(deps, state);

@@ -106,11 +106,7 @@ async function prepareCall(
   throwIfAborted(state);
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
   // the budget and usage below only hits the cache and never stalls other sessions.
-  const { ref, capabilities } = state.model!;
-  await deps.estimator.countMessagesAsync(
-    ctx.messages,
-    deps.estimator.encodingFor(ref.model, capabilities.encoding),
-  );
+  await deps.estimator.countMessagesAsync(ctx.messages, state.encodingOf(deps.estimator));
   const fitted = fitCall(deps, state, ctx.messages, ctx.tools, state.calls === 0);
   return { messages: fitted.messages, tools: ctx.tools, untrimmedHistory: fitted.untrimmedHistory };
 }
@@ -125,13 +121,13 @@ export function recordCall(
   sent: SentCall,
   response: StepResponse,
 ): void {
-  const { capabilities, ref } = state.model!;
+  const { capabilities } = state.model!;
   const usage = response.usage;
   if (usage?.promptTokens) state.promptTokens = usage.promptTokens;
   if (usage?.completionTokens) state.completionTokens += usage.completionTokens;
   if (response.reasoningContent) state.reasoning.push(response.reasoningContent);
   state.calls++;
-  const encoding = deps.estimator.encodingFor(ref.model, capabilities.encoding);
+  const encoding = state.encodingOf(deps.estimator);
   const event = deps.usage.buildEvent({
     sessionId: state.sessionId,
     turnId: state.turn.id,

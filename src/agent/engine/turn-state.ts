@@ -8,7 +8,7 @@ import type {
 } from '../../contracts';
 import { WellKnownMetadataKeys as K } from '../../contracts';
 import type { ResolvedModel } from '../../llm';
-import type { TokenEstimator } from '../../usage';
+import type { TokenEncoding, TokenEstimator } from '../../usage';
 import { speakerContent, TURN_INPUT_FLAG } from '../../prompt';
 import type { Turn } from './turn';
 
@@ -66,12 +66,13 @@ export class TurnState {
    * the model is known.
    */
   countFor(estimator: TokenEstimator, message: ModelMessage): Record<string, number> | undefined {
-    if (!this.model) return undefined;
-    const { ref, capabilities } = this.model;
-    return estimator.persistableCount(
-      message,
-      estimator.encodingFor(ref.model, capabilities.encoding),
-    );
+    return this.model ? estimator.persistableCount(message, this.encodingOf(estimator)) : undefined;
+  }
+
+  /** The tiktoken encoding of the turn's model (its capability, else by model name). */
+  encodingOf(estimator: TokenEstimator): TokenEncoding {
+    const { ref, capabilities } = this.model!;
+    return estimator.encodingFor(ref.model, capabilities.encoding);
   }
 
   /** Adds streamed text or reasoning to the timeline, merging it into the previous piece. */

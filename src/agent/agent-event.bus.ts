@@ -22,8 +22,7 @@ export class AgentEventBus {
   /** Emits an event to its listeners without waiting for them. */
   emit<K extends AgentEventName>(name: K, payload: AgentEventMap[K]): void {
     try {
-      const results = this.emitter!.emit(name, payload) as unknown;
-      void results;
+      this.emitter!.emit(name, payload);
     } catch (error) {
       this.logger.warn(`A listener of ${name} threw: ${(error as Error).message}`);
     }

@@ -1,7 +1,7 @@
-import { EventEmitter2 } from '@nestjs/event-emitter';
 import {
   ControlKinds,
   HookRegistry,
+  OpenAiCompatibleProvider,
   SessionStore,
   ToolRegistry,
   type SessionStore as SessionStorePort,
@@ -12,6 +12,7 @@ import {
   type TurnAfterContext,
 } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
+import { FakeOpenAiServer } from '../support/fake-openai-server';
 
 const meta = (m: Message, key: string) => m.metadata[key];
 
@@ -295,7 +296,6 @@ describe('turn pipeline (T, P, H, I)', () => {
 
   it('H4: with no model provider the notice is [system] and says how to configure one', async () => {
     await boot({ llmProvider: undefined });
-    h.app.get(EventEmitter2);
     const settled = await h.agent.handleMessage({ sessionId: 's', content: 'x' });
     expect(settled).toMatchObject({ settled: 'turn', outcome: 'error' });
     const notice = h.of('outbound:message')[0];
@@ -459,18 +459,13 @@ describe('turn pipeline (T, P, H, I)', () => {
   });
 
   it('I16: a provider without streaming is called once and its answer goes out as one chunk plus the end marker', async () => {
-    h = await AgentHarness.start();
-    const streaming = h.app.get(HookRegistry);
-    void streaming;
-    await h.close();
-    const { OpenAiCompatibleProvider } = await import('../../src');
-    const server = (await import('../support/fake-openai-server')).FakeOpenAiServer;
-    const fake = await server.start();
+    const fake = await FakeOpenAiServer.start();
     const real = new OpenAiCompatibleProvider({
       baseURL: fake.url,
       defaultModel: 'm',
       maxRetries: 0,
     });
+    // The same real provider without its `stream`: chat only.
     h = await AgentHarness.start({
       server: fake,
       agent: {

@@ -1,5 +1,5 @@
 /**
- * Two projects: fast unit specs (beside the code and under test/unit) and end-to-end specs
+ * Two projects: fast unit specs (test/unit, mirroring src/) and end-to-end specs
  * (test/e2e). `npm test` runs both. swc transforms TypeScript; `npm run typecheck` runs tsc.
  * swc needs decorator metadata and kept class names, or Nest silently injects `undefined`.
  */
@@ -25,8 +25,8 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      roots: ['<rootDir>/src', '<rootDir>/test'],
-      testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/unit/**/*.spec.ts', '<rootDir>/test/*.spec.ts'],
+      roots: ['<rootDir>/test'],
+      testMatch: ['<rootDir>/test/unit/**/*.spec.ts', '<rootDir>/test/*.spec.ts'],
     },
     {
       ...common,

@@ -1,0 +1,276 @@
+import type { ToolCallContext, ToolSpec } from '../../../../src/contracts';
+import { ToolRegistry } from '../../../../src/agent/tools/tool.registry';
+
+const weatherSchema = {
+  type: 'object',
+  properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 } },
+  required: ['city'],
+  additionalProperties: false,
+};
+
+const makeContext = (overrides: Partial<ToolCallContext> = {}): ToolCallContext => ({
+  sessionId: 's1',
+  turnId: 't1',
+  callId: 'c1',
+  userId: 'u1',
+  platform: 'web',
+  acceptsImages: false,
+  signal: new AbortController().signal,
+  ...overrides,
+});
+
+const makeTool = (overrides: Partial<ToolSpec> = {}): ToolSpec => ({
+  name: 'weather',
+  description: 'Weather for a city',
+  parameters: weatherSchema,
+  handler: jest.fn(() => 'sunny'),
+  ...overrides,
+});
+
+/** The `error` text of an error result. */
+const errorOf = (content: string): string => (JSON.parse(content) as { error: string }).error;
+
+describe('ToolRegistry', () => {
+  let sut: ToolRegistry;
+
+  beforeEach(() => {
+    sut = new ToolRegistry();
+  });
+
+  describe('execute', () => {
+    it('runs the handler with the validated arguments and the ToolCallContext', async () => {
+      const handler = jest.fn(() => 'sunny');
+      sut.register(makeTool({ handler }));
+      const context = makeContext();
+
+      const result = await sut.execute('weather', { city: 'Paris', days: 2 }, context);
+
+      expect(result).toEqual({ ok: true, content: 'sunny' });
+      expect(handler).toHaveBeenCalledTimes(1);
+      expect(handler).toHaveBeenCalledWith({ city: 'Paris', days: 2 }, context);
+    });
+
+    it('invalid arguments give an error result naming the problem, and the handler is not called', async () => {
+      const handler = jest.fn();
+      sut.register(makeTool({ handler }));
+
+      const missing = await sut.execute('weather', { days: 2 }, makeContext());
+      const wrongType = await sut.execute('weather', { city: 'Oslo', days: 'two' }, makeContext());
+
+      expect(missing.ok).toBe(false);
+      expect(errorOf(missing.content)).toMatch(/Invalid arguments for "weather".*city/);
+      expect(wrongType.ok).toBe(false);
+      expect(errorOf(wrongType.content)).toMatch(/days.*integer/);
+      expect(handler).not.toHaveBeenCalled();
+    });
+
+    it('an unknown tool gives an error result naming it', async () => {
+      const result = await sut.execute('nope', {}, makeContext());
+
+      expect(result.ok).toBe(false);
+      expect(errorOf(result.content)).toContain('Unknown tool "nope"');
+    });
+
+    it('a handler that throws gives an error result with its message', async () => {
+      sut.register(
+        makeTool({
+          handler: () => {
+            throw new Error('station offline');
+          },
+        }),
+      );
+
+      const result = await sut.execute('weather', { city: 'Rome' }, makeContext());
+
+      expect(result.ok).toBe(false);
+      expect(errorOf(result.content)).toContain('station offline');
+    });
+
+    it('a handler that rejects gives an error result with its message', async () => {
+      sut.register(makeTool({ handler: () => Promise.reject(new Error('async failure')) }));
+
+      const result = await sut.execute('weather', { city: 'Rome' }, makeContext());
+
+      expect(result).toMatchObject({ ok: false });
+      expect(errorOf(result.content)).toContain('async failure');
+    });
+
+    it('an object returned by the handler is sent as JSON; undefined as an empty string', async () => {
+      sut.register(makeTool({ handler: async () => ({ temp: 21, sky: ['clear'] }) }));
+      sut.register(makeTool({ name: 'silent', handler: () => undefined }));
+
+      const json = await sut.execute('weather', { city: 'Rome' }, makeContext());
+      const empty = await sut.execute('silent', { city: 'Rome' }, makeContext());
+
+      expect(json).toEqual({ ok: true, content: '{"temp":21,"sky":["clear"]}' });
+      expect(empty).toEqual({ ok: true, content: '' });
+    });
+
+    describe('with fake timers', () => {
+      beforeEach(() => {
+        jest.useFakeTimers({ doNotFake: ['nextTick', 'queueMicrotask'] });
+      });
+      afterEach(() => {
+        jest.useRealTimers();
+      });
+
+      it('a handler that outlives timeoutMs gives a timeout result and leaves no timer', async () => {
+        sut.register(makeTool({ timeoutMs: 20, handler: () => new Promise(() => undefined) }));
+
+        const pending = sut.execute('weather', { city: 'Rome' }, makeContext());
+        await jest.advanceTimersByTimeAsync(20);
+        const result = await pending;
+
+        expect(result.ok).toBe(false);
+        expect(errorOf(result.content)).toContain('timed out after 20 ms');
+        expect(jest.getTimerCount()).toBe(0);
+      });
+
+      it('a handler that finishes in time clears its timer', async () => {
+        sut.register(makeTool({ timeoutMs: 60_000 }));
+
+        await sut.execute('weather', { city: 'Rome' }, makeContext());
+
+        expect(jest.getTimerCount()).toBe(0);
+      });
+    });
+
+    it('S3: an abort during the call gives a stopped result, and the handler sees signal.aborted', async () => {
+      const controller = new AbortController();
+      let seenSignal: AbortSignal | undefined;
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      sut.register(
+        makeTool({
+          handler: (_args, context: ToolCallContext) => {
+            seenSignal = context.signal;
+            started();
+            return new Promise(() => undefined);
+          },
+        }),
+      );
+
+      const pending = sut.execute(
+        'weather',
+        { city: 'Rome' },
+        makeContext({ signal: controller.signal }),
+      );
+      await running;
+      controller.abort();
+      const result = await pending;
+
+      expect(result.ok).toBe(false);
+      expect(errorOf(result.content)).toContain('was stopped');
+      expect(seenSignal?.aborted).toBe(true);
+    });
+
+    it('S3: a call whose turn is already stopped does not run the handler', async () => {
+      const handler = jest.fn();
+      sut.register(makeTool({ handler }));
+      const controller = new AbortController();
+      controller.abort();
+
+      const result = await sut.execute(
+        'weather',
+        { city: 'Rome' },
+        makeContext({ signal: controller.signal }),
+      );
+
+      expect(result.ok).toBe(false);
+      expect(handler).not.toHaveBeenCalled();
+    });
+
+    it('removes its abort listener when the call ends', async () => {
+      const controller = new AbortController();
+      const remove = jest.spyOn(controller.signal, 'removeEventListener');
+      sut.register(makeTool());
+
+      await sut.execute('weather', { city: 'Rome' }, makeContext({ signal: controller.signal }));
+
+      expect(remove).toHaveBeenCalledWith('abort', expect.any(Function));
+    });
+  });
+
+  describe('register', () => {
+    it('a duplicate name throws, naming the tool', () => {
+      sut.register(makeTool());
+
+      expect(() => sut.register(makeTool())).toThrow('"weather"');
+    });
+
+    it.each(['', 'has space', 'dots.not.allowed', 'x'.repeat(65), 'ünïcode'])(
+      'a bad name (%p) throws',
+      (name) => {
+        expect(() => sut.register(makeTool({ name }))).toThrow(/must match/);
+        expect(sut.definitions()).toHaveLength(0);
+      },
+    );
+
+    it('an invalid JSON schema throws, naming the tool', () => {
+      expect(() =>
+        sut.register(
+          makeTool({ parameters: { type: 'object', properties: { a: { type: 'nope' } } } }),
+        ),
+      ).toThrow(/"weather" has invalid parameters/);
+      expect(sut.has('weather')).toBe(false);
+    });
+
+    it('definitions() lists the tools in registration order, without handlers', () => {
+      sut.register(makeTool({ name: 'b_tool', description: 'B' }));
+      sut.register(makeTool({ name: 'a_tool', description: 'A', parameters: { type: 'object' } }));
+
+      expect(sut.definitions()).toEqual([
+        { name: 'b_tool', description: 'B', parameters: weatherSchema },
+        { name: 'a_tool', description: 'A', parameters: { type: 'object' } },
+      ]);
+    });
+
+    it('the dispose function removes the tool and frees its name', async () => {
+      const dispose = sut.register(makeTool());
+
+      dispose();
+
+      expect(sut.has('weather')).toBe(false);
+      expect((await sut.execute('weather', { city: 'Rome' }, makeContext())).ok).toBe(false);
+      expect(() => sut.register(makeTool())).not.toThrow();
+    });
+
+    it('a tool whose schema has an $id can be registered again after dispose or removeOwner', () => {
+      const schema = () => ({ $id: 'weather-args', ...weatherSchema });
+      const dispose = sut.register(makeTool({ parameters: schema() }), 'ModA');
+      dispose();
+
+      expect(() => sut.register(makeTool({ parameters: schema() }), 'ModA')).not.toThrow();
+      sut.removeOwner('ModA');
+      expect(() => sut.register(makeTool({ parameters: schema() }), 'ModA')).not.toThrow();
+    });
+
+    it('a schema that failed to compile does not keep its $id taken', () => {
+      const broken = { $id: 'shared-args', type: 'object', properties: { a: { type: 'nope' } } };
+      expect(() => sut.register(makeTool({ parameters: broken }))).toThrow(/invalid parameters/);
+
+      expect(() =>
+        sut.register(makeTool({ parameters: { $id: 'shared-args', type: 'object' } })),
+      ).not.toThrow();
+    });
+
+    it('a stale dispose does not remove a newer tool of the same name', () => {
+      const dispose = sut.register(makeTool());
+      dispose();
+      sut.register(makeTool());
+
+      dispose();
+
+      expect(sut.has('weather')).toBe(true);
+    });
+
+    it('removeOwner removes exactly that owner’s tools', () => {
+      sut.register(makeTool({ name: 'a' }), 'ModA');
+      sut.register(makeTool({ name: 'b' }), 'ModA');
+      sut.register(makeTool({ name: 'c' }), 'ModB');
+
+      expect(sut.removeOwner('ModA')).toBe(2);
+      expect(sut.definitions().map((d) => d.name)).toEqual(['c']);
+    });
+  });
+});

@@ -1,0 +1,243 @@
+import { Test } from '@nestjs/testing';
+import { get_encoding, Tiktoken } from 'tiktoken';
+import type { ModelMessage, ToolDefinition } from '../../../src/contracts';
+import { TOKEN_ESTIMATOR_OPTIONS, TokenEstimator } from '../../../src/usage/token-estimator';
+import { UsageTracker } from '../../../src/usage/usage.tracker';
+
+jest.mock('tiktoken', () => {
+  const actual = jest.requireActual<typeof import('tiktoken')>('tiktoken');
+  return { ...actual, get_encoding: jest.fn(actual.get_encoding) };
+});
+
+const actual = jest.requireActual<typeof import('tiktoken')>('tiktoken');
+/** Reference encoders, independent of the code under test. */
+const ref = { o200k_base: actual.get_encoding('o200k_base') };
+const raw = (text: string): number => ref.o200k_base.encode(text).length;
+/** The documented message formula: 3 + role + content (+ reasoning) (+ 3 + name + args per call). */
+const rawMessage = (m: ModelMessage): number =>
+  3 +
+  raw(m.role) +
+  raw(m.content) +
+  (m.reasoningContent ? raw(m.reasoningContent) : 0) +
+  (m.toolCalls ?? []).reduce(
+    (sum, c) => sum + 3 + raw(c.function.name) + raw(c.function.arguments),
+    0,
+  );
+
+afterAll(() => ref.o200k_base.free());
+
+/** Deterministic text of about `chars` characters. */
+function text(chars: number, seed = 1): string {
+  const words = ['alpha', 'token', 'budget', 'river', 'Zeitung', '数据', 'quux', '42', 'naïve'];
+  let out = '';
+  let x = seed;
+  while (out.length < chars) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    out += words[x % words.length] + (x % 7 === 0 ? '.\n' : ' ');
+  }
+  return out.slice(0, chars);
+}
+
+describe('TokenEstimator', () => {
+  let estimator: TokenEstimator;
+  let getEncodingCallsAtStart: number;
+
+  beforeAll(() => {
+    (get_encoding as jest.Mock).mockClear();
+    estimator = new TokenEstimator();
+    getEncodingCallsAtStart = (get_encoding as jest.Mock).mock.calls.length;
+  });
+  afterEach(() => jest.restoreAllMocks());
+  afterAll(() => estimator.dispose());
+
+  it('creates both encoders once, at construction', async () => {
+    expect(getEncodingCallsAtStart).toBe(2);
+    expect((get_encoding as jest.Mock).mock.calls.map((c) => c[0]).sort()).toEqual([
+      'cl100k_base',
+      'o200k_base',
+    ]);
+    estimator.countText('hello', 'o200k_base');
+    estimator.countText('hello', 'cl100k_base');
+    await estimator.countTextAsync(text(30_000), 'o200k_base');
+    expect(get_encoding).toHaveBeenCalledTimes(2);
+  });
+
+  it('encodingFor: o200k_base for gpt-4o / 4.1 / 5 / o-series, cl100k_base otherwise, never throws', () => {
+    for (const m of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1-nano', 'gpt-5', 'o1-mini', 'o3', 'o4-mini'])
+      expect(estimator.encodingFor(m)).toBe('o200k_base');
+    expect(estimator.encodingFor('openai/gpt-4o')).toBe('o200k_base');
+    for (const m of ['gpt-4', 'gpt-3.5-turbo', 'claude-sonnet-4', 'deepseek-chat', '', 'x/y/z'])
+      expect(estimator.encodingFor(m)).toBe('cl100k_base');
+    expect(estimator.encodingFor('claude-sonnet-4', 'o200k_base')).toBe('o200k_base');
+    expect(() => estimator.encodingFor(undefined as unknown as string)).not.toThrow();
+  });
+
+  it('counts text exactly as tiktoken does, special markers as ordinary text', () => {
+    const sample = text(5_000, 7);
+    expect(estimator.countText(sample, 'o200k_base')).toBe(raw(sample));
+    expect(estimator.countText('', 'o200k_base')).toBe(0);
+    expect(estimator.countText('a <|endoftext|> b', 'o200k_base')).toBe(
+      ref.o200k_base.encode_ordinary('a <|endoftext|> b').length,
+    );
+    const cl = actual.get_encoding('cl100k_base');
+    expect(estimator.countText(sample, 'cl100k_base')).toBe(cl.encode(sample).length);
+    cl.free();
+  });
+
+  it('U2: counts a message in the chat format (3 + role + content, tool calls, reasoning; images not counted)', () => {
+    expect(estimator.countMessages([{ role: 'user', content: 'hello world' }], 'o200k_base')).toBe(
+      9,
+    );
+    const assistant: ModelMessage = {
+      role: 'assistant',
+      content: 'Let me look that up.',
+      reasoningContent: 'The user wants the weather in Paris.',
+      toolCalls: [
+        {
+          id: 'c1',
+          type: 'function',
+          function: { name: 'weather', arguments: '{"city":"Paris"}' },
+        },
+        { id: 'c2', type: 'function', function: { name: 'time', arguments: '{"tz":"CET"}' } },
+      ],
+    };
+    expect(estimator.countMessage(assistant, 'o200k_base')).toBe(rawMessage(assistant));
+    const withImage: ModelMessage = {
+      role: 'user',
+      content: 'look',
+      images: ['data:image/png;base64,AAAA'],
+    };
+    expect(estimator.countMessage(withImage, 'o200k_base')).toBe(3 + raw('user') + raw('look'));
+    const list: ModelMessage[] = [
+      { role: 'system', content: text(800, 3) },
+      assistant,
+      { role: 'tool', content: '{"temp":21}', toolCallId: 'c1' },
+    ];
+    expect(estimator.countMessages(list, 'o200k_base')).toBe(
+      list.reduce((sum, m) => sum + rawMessage(m), 0) + 3,
+    );
+  });
+
+  it('computes a message count once (cached by identity)', () => {
+    const message: ModelMessage = { role: 'user', content: text(2_000, 11) };
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const first = estimator.countMessage(message, 'o200k_base');
+    expect(spy).toHaveBeenCalled();
+    spy.mockClear();
+    expect(estimator.countMessage(message, 'o200k_base')).toBe(first);
+    expect(estimator.countMessages([message, message], 'o200k_base')).toBe(2 * first + 3);
+    expect(spy).not.toHaveBeenCalled();
+    estimator.countMessage(message, 'cl100k_base');
+    expect(spy).toHaveBeenCalled();
+    spy.mockClear();
+    estimator.clearCache();
+    expect(estimator.countMessage(message, 'o200k_base')).toBe(first);
+    expect(spy).toHaveBeenCalled();
+  });
+
+  it('honours a persisted metadata.tokenCount without encoding, and offers one to persist', () => {
+    const message: ModelMessage = { role: 'user', content: 'persist me please' };
+    const counts = estimator.persistableCount(message, 'o200k_base');
+    expect(counts).toEqual({ o200k_base: rawMessage(message) });
+    const loaded: ModelMessage = { ...message, metadata: { tokenCount: { o200k_base: 777 } } };
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    expect(estimator.countMessage(loaded, 'o200k_base')).toBe(777);
+    expect(spy).not.toHaveBeenCalled();
+    expect(estimator.persistableCount(loaded, 'cl100k_base')).toEqual({
+      o200k_base: 777,
+      cl100k_base: estimator.countMessage(message, 'cl100k_base'),
+    });
+    const bogus: ModelMessage = { ...message, metadata: { tokenCount: { o200k_base: 'x' } } };
+    expect(estimator.countMessage(bogus, 'o200k_base')).toBe(rawMessage(message));
+  });
+
+  it('counts tool definitions as JSON plus 4 per tool, 0 for none, cached by array identity', () => {
+    const tools: ToolDefinition[] = [
+      {
+        name: 'weather',
+        description: 'Current weather of a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } } },
+      },
+      { name: 'noop', description: '', parameters: {} },
+    ];
+    const expected = tools.reduce(
+      (sum, t) =>
+        sum +
+        4 +
+        raw(JSON.stringify({ name: t.name, description: t.description, parameters: t.parameters })),
+      0,
+    );
+    expect(estimator.countTools(tools, 'o200k_base')).toBe(expected);
+    expect(estimator.countTools([], 'o200k_base')).toBe(0);
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    expect(estimator.countTools(tools, 'o200k_base')).toBe(expected);
+    expect(spy).not.toHaveBeenCalled();
+  });
+
+  it('counts a 100k-character text in a worker with the same result as inline', async () => {
+    const big = text(100_000, 5);
+    const inline = estimator.countText(big, 'o200k_base');
+    expect(inline).toBe(raw(big));
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    await expect(estimator.countTextAsync(big, 'o200k_base')).resolves.toBe(inline);
+    const [a, b] = await Promise.all([
+      estimator.countTextAsync(big, 'cl100k_base'),
+      estimator.countTextAsync(big.slice(1), 'o200k_base'),
+    ]);
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+    expect(a).toBe(estimator.countText(big, 'cl100k_base'));
+    expect(b).toBe(raw(big.slice(1)));
+    await expect(estimator.countTextAsync('small text', 'o200k_base')).resolves.toBe(
+      raw('small text'),
+    );
+  });
+
+  it('countMessagesAsync counts large messages in workers and fills the cache', async () => {
+    const list: ModelMessage[] = [
+      { role: 'user', content: 'short question' },
+      { role: 'tool', content: text(60_000, 9), toolCallId: 'c1' },
+      { role: 'assistant', content: 'ok', reasoningContent: text(25_000, 4) },
+    ];
+    const expected = list.reduce((sum, m) => sum + rawMessage(m), 0) + 3;
+    await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(expected);
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    expect(estimator.countMessages(list, 'o200k_base')).toBe(expected);
+    expect(spy).not.toHaveBeenCalled();
+  });
+});
+
+describe('TokenEstimator lifecycle', () => {
+  it('dispose frees the encoders, stops the workers, and is idempotent', async () => {
+    const estimator = new TokenEstimator({ workerThreshold: 10 });
+    await expect(estimator.countTextAsync('a longer text than ten', 'o200k_base')).resolves.toBe(
+      raw('a longer text than ten'),
+    );
+    await estimator.dispose();
+    await estimator.dispose();
+    expect(estimator.disposed).toBe(true);
+    expect(() => estimator.countText('x', 'o200k_base')).toThrow(/disposed/);
+    await expect(estimator.countTextAsync('a longer text than ten', 'o200k_base')).rejects.toThrow(
+      /disposed/,
+    );
+  });
+
+  it('is provided by Nest (options optional) and disposed on application shutdown', async () => {
+    const moduleRef = await Test.createTestingModule({
+      providers: [
+        TokenEstimator,
+        UsageTracker,
+        { provide: TOKEN_ESTIMATOR_OPTIONS, useValue: { workerThreshold: 1234 } },
+      ],
+    }).compile();
+    const estimator = moduleRef.get(TokenEstimator);
+    expect(estimator.workerThreshold).toBe(1234);
+    expect(moduleRef.get(UsageTracker)).toBeInstanceOf(UsageTracker);
+    await moduleRef.close();
+    expect(estimator.disposed).toBe(true);
+
+    const bare = await Test.createTestingModule({ providers: [TokenEstimator] }).compile();
+    expect(bare.get(TokenEstimator).workerThreshold).toBe(20_000);
+    await bare.close();
+  });
+});

@@ -884,9 +884,9 @@ describe('AnthropicProvider', () => {
           (error as Error & { code: string }).code = 'MODULE_NOT_FOUND';
           throw error;
         });
+        type Module = typeof import('../../../../src/llm/anthropic/anthropic.provider');
         // eslint-disable-next-line @typescript-eslint/no-require-imports
-        const isolated =
-          require('../../../../src/llm/anthropic/anthropic.provider') as typeof import('../../../../src/llm/anthropic/anthropic.provider');
+        const isolated = require('../../../../src/llm/anthropic/anthropic.provider') as Module;
         expect(() => new isolated.AnthropicProvider()).toThrow(
           'The Anthropic provider needs the @anthropic-ai/sdk package: run "npm install @anthropic-ai/sdk"',
         );

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import OpenAI, {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -6,25 +5,13 @@ import OpenAI, {
   APIUserAbortError,
 } from 'openai';
 import type {
-  ChatCompletionChunk,
-  ChatCompletionContentPart,
-  ChatCompletionCreateParamsBase,
-  ChatCompletionMessageParam,
-  ChatCompletionTool,
-} from 'openai/resources/chat/completions';
-import type {
   ChatRequest,
   ChatResponse,
   ChatStreamChunk,
   LlmProvider,
   ModelCapabilities,
-  ModelMessage,
-  ProviderUsage,
-  ToolCall,
-  ToolDefinition,
 } from '../../contracts';
 import { CallSignal } from '../call-signal';
-import { safeFetch } from '../fetch';
 import {
   endpointLabel,
   disconnected,
@@ -45,6 +32,13 @@ import {
   type RetryControl,
   type RetryPolicy,
 } from '../retry';
+import { toWireParams, type BaseParams } from './openai-compatible.mapping';
+import {
+  doneAwareFetch,
+  readChunk,
+  readCompletion,
+  ToolCallAssembler,
+} from './openai-compatible.stream';
 
 /** Options of an {@link OpenAiCompatibleProvider}. */
 export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
@@ -67,31 +61,6 @@ const PING_TIMEOUT_MS = 5000;
 
 /** Model names that use the `o200k_base` encoding (optionally behind a `vendor/` prefix). */
 const O200K_MODEL = /(?:^|\/)(?:gpt-4o|gpt-4\.1|gpt-5|o1|o3|o4)(?:[-.:_]|$)/i;
-
-/** Chat-completions request fields shared by `chat` and `stream`. */
-type BaseParams = Omit<ChatCompletionCreateParamsBase, 'stream'>;
-
-/** The delta of a streamed choice, including fields that OpenAI-compatible servers add. */
-interface WireDelta {
-  content?: unknown;
-  reasoning_content?: unknown;
-  reasoning?: unknown;
-  tool_calls?: WireToolCallDelta[] | null;
-}
-
-/** One tool-call delta as servers really send it (`index`, `id` and `type` may be missing). */
-interface WireToolCallDelta {
-  index?: number;
-  id?: string | null;
-  function?: { name?: string | null; arguments?: unknown } | null;
-}
-
-/** Wire usage, as in chat-completions answers. */
-interface WireUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  total_tokens?: number;
-}
 
 const OPENAI_ERRORS = { APIError, APIConnectionError, APIConnectionTimeoutError };
 
@@ -167,18 +136,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
       this.policy,
       this.retryControl(request),
     );
-    const message: Record<string, any> = completion.choices?.[0]?.message ?? {};
-    const parts = splitContent(message.content);
-    const reasoning = firstText(message.reasoning_content, message.reasoning) + parts.reasoning;
-    const assembler = new ToolCallAssembler();
-    assembler.add(message.tool_calls);
-    const toolCalls = assembler.result();
-    return {
-      content: parts.content,
-      reasoningContent: reasoning || undefined,
-      toolCalls: toolCalls.length ? toolCalls : undefined,
-      usage: completion.usage ? toUsage(completion.usage) : undefined,
-    };
+    return readCompletion(completion);
   }
 
   /**
@@ -281,181 +239,8 @@ export class OpenAiCompatibleProvider implements LlmProvider {
 
   /** Request fields common to `chat` and `stream`. */
   private buildParams(request: ChatRequest): BaseParams {
-    const params: BaseParams = {
-      model: request.model,
-      messages: request.messages.map(toWireMessage),
-    };
-    if (request.tools?.length) params.tools = request.tools.map(toWireTool);
-    if (request.maxTokens !== undefined) params.max_tokens = request.maxTokens;
-    if (request.think && (request.capabilities ?? this.capabilities(request.model)).reasoning) {
-      params.reasoning_effort = 'high';
-    }
-    return params;
-  }
-}
-
-/**
- * `fetch` that watches event streams for the closing `data: [DONE]` line: a stream whose body
- * ends without it fails with {@link StreamTruncatedError}, so a connection closed mid-answer is
- * told apart from a finished answer (the SDK ends both silently).
- */
-async function doneAwareFetch(
-  input: string | URL | Request,
-  init?: RequestInit,
-): Promise<Response> {
-  const response = await safeFetch(input, init);
-  const type = response.headers.get('content-type') ?? '';
-  if (!response.body || !type.includes('text/event-stream')) return response;
-  const decoder = new TextDecoder();
-  let tail = '';
-  let done = false;
-  const watch = new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      if (!done) {
-        const text = tail + decoder.decode(chunk, { stream: true });
-        done = /(?:^|[\r\n])data:[ \t]*\[DONE\]/.test(text);
-        tail = text.slice(-32);
-      }
-      controller.enqueue(chunk);
-    },
-    flush(controller) {
-      if (!done) controller.error(new StreamTruncatedError());
-    },
-  });
-  return new Response(response.body.pipeThrough(watch), {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
-}
-
-/** The stream chunks of one wire chunk; tool-call deltas go to `assembler`. */
-function* readChunk(
-  chunk: ChatCompletionChunk,
-  assembler: ToolCallAssembler,
-): Generator<ChatStreamChunk> {
-  const delta = chunk.choices?.[0]?.delta as WireDelta | undefined;
-  if (delta) {
-    const reasoning = firstText(delta.reasoning_content, delta.reasoning);
-    if (reasoning) yield { reasoningDelta: reasoning };
-    const parts = splitContent(delta.content);
-    if (parts.reasoning) yield { reasoningDelta: parts.reasoning };
-    if (parts.content) yield { contentDelta: parts.content };
-    assembler.add(delta.tool_calls);
-  }
-  if (chunk.usage) yield { usage: toUsage(chunk.usage) };
-}
-
-/** The first non-empty string among `values`, else `''`. */
-function firstText(...values: unknown[]): string {
-  for (const value of values) if (typeof value === 'string' && value) return value;
-  return '';
-}
-
-/**
- * Text and reasoning of a wire `content`: a string, or (Mistral / Magistral) an array of parts
- * where `{type:'text', text}` is text and `{type:'thinking', thinking:[{type:'text', text}]}` is
- * reasoning.
- */
-function splitContent(content: unknown): { content: string; reasoning: string } {
-  if (typeof content === 'string') return { content, reasoning: '' };
-  const out = { content: '', reasoning: '' };
-  if (!Array.isArray(content)) return out;
-  for (const part of content as Array<Record<string, any>>) {
-    if (part?.type === 'text' && typeof part.text === 'string') out.content += part.text;
-    if (part?.type === 'thinking') out.reasoning += thinkingText(part.thinking);
-  }
-  return out;
-}
-
-/** The text of a `thinking` part: a string or an array of text parts. */
-function thinkingText(thinking: unknown): string {
-  if (typeof thinking === 'string') return thinking;
-  if (!Array.isArray(thinking)) return '';
-  return thinking.map((part) => (typeof part?.text === 'string' ? part.text : '')).join('');
-}
-
-/** Wire usage to `ProviderUsage`; a missing total is the sum of the two parts. */
-function toUsage(usage: WireUsage): ProviderUsage {
-  const promptTokens = usage.prompt_tokens;
-  const completionTokens = usage.completion_tokens;
-  const totalTokens =
-    usage.total_tokens ??
-    (promptTokens !== undefined && completionTokens !== undefined
-      ? promptTokens + completionTokens
-      : undefined);
-  return { promptTokens, completionTokens, totalTokens };
-}
-
-/** A model message in the chat-completions wire shape (`metadata` and reasoning are dropped). */
-function toWireMessage(message: ModelMessage): ChatCompletionMessageParam {
-  switch (message.role) {
-    case 'system':
-      return { role: 'system', content: message.content };
-    case 'tool':
-      return { role: 'tool', tool_call_id: message.toolCallId ?? '', content: message.content };
-    case 'assistant':
-      if (!message.toolCalls?.length) return { role: 'assistant', content: message.content };
-      return {
-        role: 'assistant',
-        content: message.content || null,
-        tool_calls: message.toolCalls.map((call) => ({
-          id: call.id,
-          type: 'function',
-          function: { name: call.function.name, arguments: call.function.arguments },
-        })),
-      };
-    default:
-      return { role: 'user', content: userContent(message) };
-  }
-}
-
-/** A user message's content: a string, or text and image parts when it has images. */
-function userContent(message: ModelMessage): string | ChatCompletionContentPart[] {
-  if (!message.images?.length) return message.content;
-  const parts: ChatCompletionContentPart[] = [];
-  if (message.content) parts.push({ type: 'text', text: message.content });
-  for (const url of message.images) parts.push({ type: 'image_url', image_url: { url } });
-  return parts;
-}
-
-/** A tool definition in the chat-completions wire shape. */
-function toWireTool(tool: ToolDefinition): ChatCompletionTool {
-  return {
-    type: 'function',
-    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-  };
-}
-
-/**
- * Assembles tool calls from deltas keyed by `index` (the position in the delta list when a
- * server omits it). Empty ids and names never overwrite real ones; arguments are appended.
- */
-class ToolCallAssembler {
-  private readonly calls = new Map<number, { id: string; name: string; arguments: string }>();
-
-  add(deltas: WireToolCallDelta[] | null | undefined): void {
-    if (!Array.isArray(deltas)) return;
-    deltas.forEach((delta, position) => {
-      const index = typeof delta.index === 'number' ? delta.index : position;
-      let call = this.calls.get(index);
-      if (!call) this.calls.set(index, (call = { id: '', name: '', arguments: '' }));
-      if (delta.id) call.id = delta.id;
-      if (delta.function?.name) call.name = delta.function.name;
-      const args = delta.function?.arguments;
-      if (typeof args === 'string') call.arguments += args;
-      else if (args != null) call.arguments += JSON.stringify(args);
-    });
-  }
-
-  /** The calls in index order; missing ids are generated, empty arguments become `{}`. */
-  result(): ToolCall[] {
-    return [...this.calls.entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([, call]) => ({
-        id: call.id || `call_${randomUUID().replace(/-/g, '')}`,
-        type: 'function' as const,
-        function: { name: call.name, arguments: call.arguments || '{}' },
-      }));
+    const think =
+      !!request.think && !!(request.capabilities ?? this.capabilities(request.model)).reasoning;
+    return toWireParams(request, think);
   }
 }

@@ -15,14 +15,14 @@ import {
   type TokenUsageEvent,
 } from '../../contracts';
 import { ModelRefusedException } from '../http/api-error';
-import {
-  mapSettlement,
-  type AcceptedResponse,
-  type ClearedResponse,
-  type HistoryResponse,
-  type QueueResponse,
-  type SettledResponse,
-} from './agent.dto';
+import type {
+  AcceptedResponse,
+  ClearedResponse,
+  HistoryResponse,
+  QueueResponse,
+  SettledResponse,
+} from './agent-response.dto';
+import { mapSettlement } from './agent.mapping';
 
 /**
  * What the REST routes and socket events do, one method each, over `AgentService` and the

@@ -10,13 +10,9 @@ import { SkipThrottle } from '@nestjs/throttler';
 import { THROTTLERS } from '../api.module-definition';
 import { ApiErrorResponses } from '../http/api-docs';
 import type { HttpResponse } from '../http/http-types';
-import {
-  AcceptedResponse,
-  MessageDto,
-  SettledResponse,
-  WaitQueryDto,
-  mapIncomingMessage,
-} from './agent.dto';
+import { AcceptedResponse, SettledResponse } from './agent-response.dto';
+import { MessageDto, WaitQueryDto } from './agent.dto';
+import { mapIncomingMessage } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
 /** `POST /agent/messages` (interface.md section 3). */

@@ -25,18 +25,15 @@ import { Caller } from '../auth/auth.decorators';
 import { ApiErrorResponses } from '../http/api-docs';
 import { SessionIdPipe } from '../http/validation';
 import {
-  AbortDto,
-  ClearDto,
   ClearedResponse,
   ErrorResponse,
   HistoryResponse,
-  ModelRefDto,
   QueueResponse,
   StoppedResponse,
   UsageResponse,
-  mapAbortOptions,
-  mapModelRef,
-} from './agent.dto';
+} from './agent-response.dto';
+import { AbortDto, ClearDto, ModelRefDto } from './agent.dto';
+import { mapAbortOptions, mapModelRef } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
 /** The `/agent/sessions` routes (interface.md section 3). */

@@ -7,7 +7,7 @@ import {
   DocumentBuilder,
   type OpenAPIObject,
 } from '@nestjs/swagger';
-import { ErrorResponse } from '../agent/agent.dto';
+import { ErrorResponse } from '../agent/agent-response.dto';
 
 /** The error answers every admin route may give, for the OpenAPI document. */
 export const ApiErrorResponses = () =>

@@ -8,13 +8,8 @@ import {
 } from '@nestjs/websockets';
 import type { Namespace, Socket } from 'socket.io';
 import type { Actor } from '../../contracts';
-import {
-  MessageDto,
-  SocketAbortDto,
-  SubscribeDto,
-  mapAbortOptions,
-  mapIncomingMessage,
-} from '../agent/agent.dto';
+import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
+import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
 import { toErrorBody, type ErrorBody } from '../http/api-error';

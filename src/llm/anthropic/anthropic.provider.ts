@@ -13,14 +13,13 @@ import type {
 import { CallSignal } from '../call-signal';
 import { safeFetch } from '../fetch';
 import {
-  disconnected,
   endpointLabel,
   ProviderError,
-  stalled,
-  toProviderError,
   type ErrorContext,
   type SdkErrorClasses,
 } from '../provider-error';
+import { toProviderError } from '../provider-error.classification';
+import { disconnected, stalled } from '../provider-error.sentences';
 import {
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_TIMEOUT_MS,

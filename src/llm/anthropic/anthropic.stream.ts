@@ -1,5 +1,6 @@
 import type { ChatStreamChunk, ProviderUsage, ToolCall } from '../../contracts';
-import { malformed, type ErrorContext } from '../provider-error';
+import type { ErrorContext } from '../provider-error';
+import { malformed } from '../provider-error.sentences';
 import type { WireBlock } from './anthropic.mapping';
 
 /** Usage fields of `message_start` and `message_delta` (any may be missing or null). */

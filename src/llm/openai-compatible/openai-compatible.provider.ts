@@ -14,14 +14,12 @@ import type {
 import { CallSignal } from '../call-signal';
 import {
   endpointLabel,
-  disconnected,
-  isDroppedConnection,
   ProviderError,
-  stalled,
   StreamTruncatedError,
-  toProviderError,
   type ErrorContext,
 } from '../provider-error';
+import { isDroppedConnection, toProviderError } from '../provider-error.classification';
+import { disconnected, stalled } from '../provider-error.sentences';
 import {
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_TIMEOUT_MS,

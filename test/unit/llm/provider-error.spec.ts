@@ -2,8 +2,8 @@ import {
   endpointLabel,
   ProviderError,
   StreamTruncatedError,
-  toProviderError,
 } from '../../../src/llm/provider-error';
+import { toProviderError } from '../../../src/llm/provider-error.classification';
 
 class APIError extends Error {
   constructor(

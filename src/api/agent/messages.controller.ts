@@ -19,7 +19,7 @@ import {
 } from './agent.dto';
 import { AgentApiService } from './agent-api.service';
 
-/** `POST /agent/messages` (interface.md section 3). */
+/** `POST /agent/messages` (README.md, "REST API"; settlement rules: docs/behaviour.md S1). */
 @ApiTags('agent')
 @ApiBearerAuth()
 @ApiErrorResponses()

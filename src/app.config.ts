@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 
-/** The server's configuration, read once from the environment (interface.md section 2). */
+/**
+ * The server's configuration, read once from the environment (README.md, "Configuration
+ * (server)").
+ */
 export interface AppConfig {
   port: number;
   host: string;

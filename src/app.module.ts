@@ -14,8 +14,9 @@ import { agentOptionsFromConfig } from './app.agent-options';
 export class AppConfigModule {}
 
 /**
- * The server's composition root, configured from the environment (interface.md section 2).
- * Build the application with `bodyParser: false` and call `setupApi(app)` before listening.
+ * The server's composition root, configured from the environment (README.md, "Configuration
+ * (server)"). Build the application with `bodyParser: false` and call `setupApi(app)` before
+ * listening.
  */
 @Module({
   imports: [

@@ -43,11 +43,11 @@ function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
 }
 
 /**
- * The server's outside (interface.md sections 3 and 4): REST controllers over `AgentService`,
- * the Socket.IO gateway on `/agent`, the admin-token guard (secure by default: every route but
- * the `@Public()` ones needs the token), rate limits, validation, one error shape, `/health`,
- * `/metrics`. Needs `AgentModule` (global) and `EventEmitterModule` in the application, and
- * `setupApi(app)` before listening (body limit, OpenAPI, Socket.IO adapter).
+ * The server's outside (README.md, "REST API" and "Socket.IO (namespace `/agent`)"): REST
+ * controllers over `AgentService`, the Socket.IO gateway on `/agent`, the admin-token guard (secure
+ * by default: every route but the `@Public()` ones needs the token), rate limits, validation, one
+ * error shape, `/health`, `/metrics`. Needs `AgentModule` (global) and `EventEmitterModule` in the
+ * application, and `setupApi(app)` before listening (body limit, OpenAPI, Socket.IO adapter).
  *
  * `ApiModule.forRoot({ adminToken })` or `ApiModule.forRootAsync({ inject, useFactory })`.
  */

@@ -15,7 +15,7 @@ import { MessageDto, WaitQueryDto } from './agent.dto';
 import { mapIncomingMessage } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
-/** `POST /agent/messages` (interface.md section 3). */
+/** `POST /agent/messages` (README.md, "REST API"; settlement rules: docs/behaviour.md S1). */
 @ApiTags('agent')
 @ApiBearerAuth()
 @ApiErrorResponses()

@@ -36,7 +36,7 @@ import { AbortDto, ClearDto, ModelRefDto } from './agent.dto';
 import { mapAbortOptions, mapModelRef } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
-/** The `/agent/sessions` routes (interface.md section 3). */
+/** The `/agent/sessions` routes (README.md, "REST API"; rules: docs/behaviour.md S3, S4, S6-S8). */
 @ApiTags('agent')
 @ApiBearerAuth()
 @ApiErrorResponses()

@@ -27,7 +27,7 @@ interface SendingResponse extends HttpResponse {
 }
 
 /**
- * `GET /`: the operators' dashboard (interface.md section 6), a static page and a small script
+ * `GET /`: the operators' dashboard (README.md, "Dashboard"), a static page and a small script
  * read once at start-up. Public: the page holds no data; everything it shows comes over the
  * authenticated socket and REST routes, with the admin token the operator types in.
  */

@@ -1,8 +1,9 @@
 /*
- * The operators' dashboard (interface.md section 6). Plain browser script, no build step, no
+ * The operators' dashboard (README.md, "Dashboard"). Plain browser script, no build step, no
  * dependency but the Socket.IO client the server itself serves. Everything it shows comes from
- * the Socket.IO namespace /agent (section 4) and the admin REST routes (section 3), with the
- * admin token the operator types in, kept for this tab only (sessionStorage).
+ * the Socket.IO namespace /agent and the admin REST routes (README.md, "Socket.IO (namespace
+ * `/agent`)" and "REST API"), with the admin token the operator types in, kept for this tab only
+ * (sessionStorage).
  *
  * Text from the server is only ever written with textContent / attributes, never as HTML.
  */

@@ -23,7 +23,7 @@ export function openApiConfig(): Omit<OpenAPIObject, 'paths'> {
   return new DocumentBuilder()
     .setTitle('Agent orchestrator')
     .setDescription(
-      'Admin REST API of the agent (interface.md section 3). Live events: Socket.IO namespace /agent.',
+      'Admin REST API of the agent (README.md, "REST API"). Live events: Socket.IO namespace /agent.',
     )
     .setVersion('1')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'AGENT_ADMIN_TOKEN' })

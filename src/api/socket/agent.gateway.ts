@@ -33,10 +33,10 @@ type AgentNamespace = Namespace<ClientToServerEvents, ServerToClientEvents, obje
 type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, SocketData>;
 
 /**
- * Socket.IO namespace `/agent` (interface.md section 4): only socket plumbing. The handshake
- * needs `auth: { token }` (refused: `connect_error`); `subscribe` joins a session's room (or
- * the all-sessions room); `message` and `abort` go to the agent and are acked. Server events
- * are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
+ * Socket.IO namespace `/agent` (README.md, "Socket.IO (namespace `/agent`)"): only socket plumbing.
+ * The handshake needs `auth: { token }` (refused: `connect_error`); `subscribe` joins a session's
+ * room (or the all-sessions room); `message` and `abort` go to the agent and are acked. Server
+ * events are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
  */
 @WebSocketGateway({ namespace: AGENT_NAMESPACE })
 export class AgentGateway implements OnGatewayInit<AgentNamespace> {

@@ -11,7 +11,7 @@ import type {
 } from '../../contracts';
 import type { ErrorBody } from '../http/api-error';
 
-/** The Socket.IO namespace of the agent (interface.md section 4). */
+/** The Socket.IO namespace of the agent (README.md, "Socket.IO (namespace `/agent`)"). */
 export const AGENT_NAMESPACE = '/agent';
 
 /** Room of one session's subscribers. */
@@ -50,7 +50,7 @@ export interface SocketAbortPayload {
   reason?: string;
 }
 
-/** Events the server sends (interface.md section 4). */
+/** Events the server sends (README.md, "Socket.IO (namespace `/agent`)"). */
 export interface ServerToClientEvents {
   turn: (event: SocketTurnEvent) => void;
   stream: (event: StreamEvent) => void;

@@ -9,7 +9,7 @@ import type { Generated } from 'kysely';
 /** SQL dialects the stores run on. */
 export type SqlDialect = 'sqlite' | 'postgres';
 
-/** One persisted message (interface.md section 5). */
+/** One persisted message (README.md, "What a turn writes"; rules: docs/behaviour.md P1-P5). */
 export interface MessagesTable {
   /**
    * Stable order: a monotonically increasing integer (SQLite `INTEGER PRIMARY KEY AUTOINCREMENT`,

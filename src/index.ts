@@ -1,11 +1,168 @@
 /**
- * The library's public surface (interface.md section 1). The server's composition root
- * (`AppModule`) lives in `app.module.ts` and is not re-exported here.
+ * The library's public surface, named export by named export: what is here is under semantic
+ * versioning, and `test/public-surface.spec.ts` pins the list, so a change shows in review. The
+ * engine's internals (lanes, scheduler, runner, phases) are not exported. The server's
+ * composition root (`AppModule`) lives in `app.module.ts` and is not re-exported here.
  */
-export * from './contracts';
-export * from './hooks';
-export * from './prompt';
-export * from './usage';
-export * from './session-bridge';
-export * from './llm';
-export * from './agent';
+
+// The vocabulary: messages, turns, ports and their injection tokens, hooks, events, errors.
+export {
+  AgentError,
+  AgentEvents,
+  AgentOptionsError,
+  CONTROL_KINDS,
+  ControlKinds,
+  HistoryStore,
+  InvalidInputError,
+  isControlKind,
+  LlmProvider,
+  MessageArchive,
+  ModelNotFoundError,
+  NextCalledTwiceError,
+  SessionLanesFactory,
+  SessionNotFoundError,
+  SessionStore,
+  TurnAbortedError,
+  USAGE_BUCKETS,
+  WellKnownMetadataKeys,
+  WorkDispatcher,
+} from './contracts';
+export type {
+  AbortOptions,
+  Actor,
+  Admission,
+  AgentEventMap,
+  AgentEventName,
+  ChatRequest,
+  ChatResponse,
+  ChatStreamChunk,
+  ContentSegment,
+  ContributionBucket,
+  ControlKind,
+  DispatchView,
+  DropReason,
+  HistoryQuery,
+  HoldRelease,
+  HookContextMap,
+  HookMiddleware,
+  HookName,
+  HookNext,
+  IncomingMessage,
+  InputBeforeContext,
+  JsonSchema,
+  LaneAdmission,
+  LlmAfterContext,
+  LlmBeforeContext,
+  Message,
+  MessageAttachment,
+  MessageRole,
+  ModelCapabilities,
+  ModelMessage,
+  ModelRef,
+  ModelRefLike,
+  NewMessage,
+  OutgoingMessage,
+  ProviderUsage,
+  QueueEvent,
+  ReplyBeforeContext,
+  SessionDeletedEvent,
+  SessionKind,
+  SessionLanes,
+  SessionSettings,
+  Settlement,
+  StreamEvent,
+  TokenRequestEvent,
+  TokenUsageEvent,
+  TokenUsagePart,
+  ToolAfterContext,
+  ToolBeforeContext,
+  ToolCall,
+  ToolCallContext,
+  ToolDefinition,
+  ToolExecuteEvent,
+  ToolHandler,
+  ToolSpec,
+  TurnAfterContext,
+  TurnBeforeContext,
+  TurnEnd,
+  TurnEndEvent,
+  TurnEntry,
+  TurnInput,
+  TurnOutcome,
+  TurnRecord,
+  TurnStartEvent,
+  UsageBreakdown,
+  UsageBucket,
+  WellKnownMetadataKey,
+} from './contracts';
+
+// Hooks, prompt contributions, token accounting.
+export { AgentHook, HookRegistry } from './hooks';
+export type { AgentHookOptions, HookUseOptions } from './hooks';
+export { PromptAssembler, PromptContribution } from './prompt';
+export type {
+  ContributionOutput,
+  PromptAnchor,
+  PromptContributionSpec,
+  PromptView,
+} from './prompt';
+export { TokenEstimator, UsageTracker } from './usage';
+export type { TokenEncoding } from './usage';
+
+// Stores: in memory, SQLite and PostgreSQL.
+export {
+  createSqlStores,
+  MemoryMessageLog,
+  MemorySessionStore,
+  SqlMessageLog,
+  SqlSessionStore,
+  StoreOpenError,
+} from './session-bridge';
+export type { SqlStores } from './session-bridge';
+
+// Model providers.
+export {
+  AnthropicProvider,
+  DemoProvider,
+  ModelRegistry,
+  OpenAiCompatibleProvider,
+  ProviderError,
+} from './llm';
+export type {
+  AnthropicProviderOptions,
+  DemoProviderOptions,
+  OpenAiCompatibleProviderOptions,
+  ProviderErrorKind,
+  ResilienceOptions,
+  ResolvedModel,
+} from './llm';
+
+// The agent: module, service, tools, instrumentation.
+export {
+  AGENT_MODULE_OPTIONS,
+  AGENT_OPTIONS,
+  AgentInstrumentation,
+  AgentModule,
+  AgentService,
+  AgentTool,
+  toolError,
+  ToolRegistry,
+} from './agent';
+export type {
+  AgentModuleExtras,
+  AgentModuleOptions,
+  InputInfo,
+  InstrumentationLayer,
+  ModelCallInfo,
+  Preprocessor,
+  PreprocessorNext,
+  ResolvedAgentOptions,
+  ToolCallInfo,
+  ToolResult,
+  TrimmingOptions,
+  TurnConclusion,
+  TurnInfo,
+} from './agent';
+
+// Where a session's work runs: the in-process dispatcher, for hosts that wrap or replace it.
+export { InProcessDispatcher } from './distribution';

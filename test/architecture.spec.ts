@@ -16,8 +16,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   hooks: ['contracts'],
   usage: ['contracts'],
   prompt: ['contracts', 'usage'],
-  // The agent module binds the default adapters: llm and session-bridge, through their doors.
-  agent: ['contracts', 'hooks', 'prompt', 'usage', 'llm', 'session-bridge'],
+  // The agent module binds the default adapters (llm, session-bridge) and the default
+  // dispatcher (distribution), through their doors.
+  agent: ['contracts', 'hooks', 'prompt', 'usage', 'llm', 'session-bridge', 'distribution'],
   'session-bridge': ['contracts'],
   llm: ['contracts'],
   distribution: ['contracts'],
@@ -143,6 +144,11 @@ function doorSpecifier(edge: ImportEdge): string {
 const describeEdge = (edge: ImportEdge, problem: string) =>
   `src/${edge.file}.ts:${edge.line} imports '${edge.specifier}': ${problem}`;
 
+/** The engine's phases: siblings that only the runner composes. */
+const PHASES = 'agent/engine/phases/';
+const MAX_FUNCTION_LINES = 60;
+const MAX_FILE_LINES = 300;
+
 describe('architecture (ARCHITECTURE.md folder table)', () => {
   const edges = scanSrc();
 
@@ -235,4 +241,68 @@ describe('architecture (ARCHITECTURE.md folder table)', () => {
 
     expect(violations).toEqual([]);
   });
+
+  it('no engine phase imports another phase: the runner calls them as siblings', () => {
+    const violations = edges
+      .filter((edge) => edge.file.startsWith(PHASES) && edge.target.startsWith(PHASES))
+      .map((edge) => describeEdge(edge, 'a phase may not import another phase'));
+
+    expect(edges.some((edge) => edge.file.startsWith(PHASES))).toBe(true);
+    expect(violations).toEqual([]);
+  });
+
+  it(`no function in src/agent or src/distribution is over ${MAX_FUNCTION_LINES} lines`, () => {
+    const long = ['agent', 'distribution']
+      .flatMap((folder) => sourceFiles(join(SRC, folder)))
+      .flatMap((file) => longFunctions(file, MAX_FUNCTION_LINES));
+
+    expect(long).toEqual([]);
+  });
+
+  it(`no file in src is over ${MAX_FILE_LINES} lines (the dashboard's own script and styles aside)`, () => {
+    const long = allFiles(SRC)
+      .filter((file) => !/\/api\/dashboard\/[^/]+\.(js|css)$/.test(file))
+      .map((file) => ({ file, lines: readFileSync(file, 'utf8').split('\n').length }))
+      .filter(({ lines }) => lines > MAX_FILE_LINES)
+      .map(({ file, lines }) => `src/${relative(SRC, file)}: ${lines} lines`);
+
+    expect(long).toEqual([]);
+  });
+
+  it('the size rules see long functions and files', () => {
+    const text = ['function long() {', ...Array(61).fill('  work();'), '}'].join('\n');
+
+    expect(functionLengths(text)).toEqual([{ name: 'long', line: 1, lines: 63 }]);
+  });
 });
+
+/** Every file under `dir`. */
+function allFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((entry) => {
+    const path = join(dir, entry);
+    return statSync(path).isDirectory() ? allFiles(path) : [path];
+  });
+}
+
+/** Functions, methods, accessors and arrow functions of a text, with their length in lines. */
+export function functionLengths(text: string): { name: string; line: number; lines: number }[] {
+  const source = ts.createSourceFile('scan.ts', text, ts.ScriptTarget.Latest, true);
+  const found: { name: string; line: number; lines: number }[] = [];
+  const lineOf = (pos: number) => source.getLineAndCharacterOfPosition(pos).line + 1;
+  const visit = (node: ts.Node) => {
+    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+      const start = lineOf(node.getStart(source));
+      const name = node.name && ts.isIdentifier(node.name) ? node.name.text : '(anonymous)';
+      found.push({ name, line: start, lines: lineOf(node.getEnd()) - start + 1 });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+function longFunctions(file: string, max: number): string[] {
+  return functionLengths(readFileSync(file, 'utf8'))
+    .filter((f) => f.lines > max)
+    .map((f) => `src/${relative(SRC, file)}:${f.line} ${f.name}: ${f.lines} lines`);
+}

@@ -28,6 +28,14 @@ export class AgentEventBus {
     }
   }
 
+  /**
+   * Emits an event and waits for its listeners; a listener's error rejects. For the events whose
+   * listeners are part of the work (`session:deleted`, S7), never for notifications.
+   */
+  emitAsync<K extends AgentEventName>(name: K, payload: AgentEventMap[K]): Promise<unknown[]> {
+    return this.emitter!.emitAsync(name, payload);
+  }
+
   /** Subscribes a listener; returns a function that removes it. */
   on<K extends AgentEventName>(
     name: K,

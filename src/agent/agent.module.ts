@@ -4,9 +4,10 @@ import {
   HistoryStore,
   LlmProvider,
   MessageArchive,
+  SessionLanesFactory,
   SessionStore,
   WorkDispatcher,
-  type HistoryStore as HistoryStorePort,
+  type SessionLanesFactory as LanesFactory,
   type WorkDispatcher as WorkDispatcherPort,
   type LlmProvider as LlmProviderPort,
   type MessageArchive as MessageArchivePort,
@@ -14,6 +15,7 @@ import {
 } from '../contracts';
 import { HookRegistry } from '../hooks';
 import { ModelRegistry } from '../llm';
+import { InProcessDispatcher } from '../distribution';
 import { PromptAssembler } from '../prompt';
 import { MemoryMessageLog, MemorySessionStore } from '../session-bridge';
 import { TokenEstimator, UsageTracker } from '../usage';
@@ -26,16 +28,10 @@ import {
 import type { AgentModuleOptions, ResolvedAgentOptions } from './agent.options';
 import { resolveAgentOptions } from './agent.options.validate';
 import { AgentService } from './agent.service';
-import { AGENT_TURN_DEPS } from './agent.tokens';
 import { AgentExplorer } from './discovery/agent.explorer';
-import {
-  HoldTable,
-  InProcessDispatcher,
-  InputGate,
-  TurnRunner,
-  TurnScheduler,
-  type TurnDeps,
-} from './engine';
+import { InputGate, TurnRunner, TurnScheduler } from './engine';
+import { AgentInstrumentation } from './instrumentation';
+import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -76,68 +72,41 @@ const engine: Provider[] = [
     inject: [AGENT_OPTIONS, LlmProvider],
   },
   {
-    provide: AGENT_TURN_DEPS,
-    useFactory: (
-      options: ResolvedAgentOptions,
-      hooks: HookRegistry,
-      prompts: PromptAssembler,
-      tools: ToolRegistry,
-      models: ModelRegistry,
-      sessions: SessionStorePort,
-      history: HistoryStorePort,
-      archive: MessageArchivePort,
-      events: AgentEventBus,
-      usage: UsageTracker,
-      estimator: TokenEstimator,
-    ): TurnDeps => ({
-      options,
-      hooks,
-      prompts,
-      tools,
-      models,
-      sessions,
-      history,
-      archive,
-      events,
-      usage,
-      estimator,
-    }),
-    inject: [
-      AGENT_OPTIONS,
-      HookRegistry,
-      PromptAssembler,
-      ToolRegistry,
-      ModelRegistry,
-      SessionStore,
-      HistoryStore,
-      MessageArchive,
-      AgentEventBus,
-      UsageTracker,
-      TokenEstimator,
-    ],
-  },
-  { provide: HoldTable, useFactory: () => new HoldTable() },
-  {
     provide: TurnRunner,
-    useFactory: (deps: TurnDeps) => new TurnRunner(deps),
-    inject: [AGENT_TURN_DEPS],
+    useFactory: (...ports: RunnerPortList) => new TurnRunner(runnerPorts(ports)),
+    inject: RUNNER_PORTS,
   },
   {
-    provide: TurnScheduler,
-    useFactory: (deps: TurnDeps, runner: TurnRunner, holds: HoldTable) =>
-      new TurnScheduler(deps, runner, holds),
-    inject: [AGENT_TURN_DEPS, TurnRunner, HoldTable],
+    provide: SessionLanesFactory,
+    useFactory:
+      (runner: TurnRunner, events: AgentEventBus, archive: MessageArchivePort): LanesFactory =>
+      (admission) =>
+        new TurnScheduler({ events, archive }, runner, admission),
+    inject: [TurnRunner, AgentEventBus, MessageArchive],
   },
   {
     provide: WorkDispatcher,
-    useFactory: (scheduler: TurnScheduler) => new InProcessDispatcher(scheduler),
-    inject: [TurnScheduler],
+    useFactory: (lanes: LanesFactory) => new InProcessDispatcher(lanes),
+    inject: [SessionLanesFactory],
   },
   {
     provide: InputGate,
-    useFactory: (deps: TurnDeps, dispatcher: WorkDispatcherPort, holds: HoldTable) =>
-      new InputGate(deps, dispatcher, holds),
-    inject: [AGENT_TURN_DEPS, WorkDispatcher, HoldTable],
+    useFactory: (
+      hooks: HookRegistry,
+      sessions: SessionStorePort,
+      archive: MessageArchivePort,
+      events: AgentEventBus,
+      instrumentation: AgentInstrumentation,
+      dispatcher: WorkDispatcherPort,
+    ) => new InputGate({ hooks, sessions, archive, events, instrumentation }, dispatcher),
+    inject: [
+      HookRegistry,
+      SessionStore,
+      MessageArchive,
+      AgentEventBus,
+      AgentInstrumentation,
+      WorkDispatcher,
+    ],
   },
 ];
 
@@ -156,6 +125,7 @@ const engine: Provider[] = [
     UsageTracker,
     AgentEventBus,
     AgentExplorer,
+    AgentInstrumentation,
     AgentService,
     UsageSnapshots,
     ...ports,
@@ -173,6 +143,9 @@ const engine: Provider[] = [
     HistoryStore,
     MessageArchive,
     WorkDispatcher,
+    SessionLanesFactory,
+    AgentInstrumentation,
+    AgentEventBus,
     AGENT_OPTIONS,
   ],
 })

@@ -7,19 +7,26 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
+  HistoryStore,
   ModelNotFoundError,
+  SessionStore,
   WorkDispatcher,
-  type WorkDispatcher as WorkDispatcherPort,
   type AbortOptions,
+  type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
+  type SessionStore as SessionStorePort,
   type Settlement,
   type TokenUsageEvent,
+  type WorkDispatcher as WorkDispatcherPort,
 } from '../contracts';
-import { AGENT_MODULE_OPTIONS } from './agent.module-definition';
-import type { AgentModuleOptions } from './agent.options';
-import { AGENT_TURN_DEPS } from './agent.tokens';
-import { HoldTable, InputGate, type TurnDeps } from './engine';
+import { HookRegistry } from '../hooks';
+import { ModelRegistry } from '../llm';
+import { AgentEventBus } from './agent-event.bus';
+import { AGENT_MODULE_OPTIONS, AGENT_OPTIONS } from './agent.module-definition';
+import type { AgentModuleOptions, ResolvedAgentOptions } from './agent.options';
+import { InputGate } from './engine';
+import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
 
 /** A preprocessor's `next`: continue, optionally with a replacement message. */
@@ -32,8 +39,8 @@ export type Preprocessor = (
 ) => Promise<void> | void;
 
 /**
- * The contract's service (S1-S9): hand it inputs, stop turns, clear history, register
- * preprocessors, assign models, ask for usage snapshots.
+ * The contract's service (S1-S9): hand it inputs, stop turns, clear history, delete sessions,
+ * register preprocessors, assign models, ask for usage snapshots.
  */
 @Injectable()
 export class AgentService
@@ -44,21 +51,26 @@ export class AgentService
   private readonly unsubscribe: (() => void)[] = [];
 
   constructor(
-    @Inject(AGENT_TURN_DEPS) private readonly deps: TurnDeps,
     @Inject(AGENT_MODULE_OPTIONS) private readonly moduleOptions: AgentModuleOptions,
+    @Inject(AGENT_OPTIONS) private readonly options: ResolvedAgentOptions,
     @Inject(WorkDispatcher) private readonly dispatcher: WorkDispatcherPort,
-    private readonly holds: HoldTable,
+    @Inject(SessionStore) private readonly sessions: SessionStorePort,
+    @Inject(HistoryStore) private readonly history: HistoryStorePort,
     private readonly gate: InputGate,
+    private readonly hooks: HookRegistry,
+    private readonly tools: ToolRegistry,
+    private readonly models: ModelRegistry,
+    private readonly events: AgentEventBus,
     private readonly snapshots: UsageSnapshots,
   ) {}
 
   onModuleInit(): void {
     for (const tool of this.moduleOptions.tools ?? []) {
-      this.unsubscribe.push(this.deps.tools.register(tool, 'AgentModule'));
+      this.unsubscribe.push(this.tools.register(tool, 'AgentModule'));
     }
     this.unsubscribe.push(
-      this.deps.events.on('session:deleted', ({ sessionId }) => this.onSessionDeleted(sessionId)),
-      this.deps.events.on('token:request', ({ sessionId }) =>
+      this.events.on('session:deleted', ({ sessionId }) => this.onSessionDeleted(sessionId)),
+      this.events.on('token:request', ({ sessionId }) =>
         this.requestUsage(sessionId).catch((error: unknown) =>
           this.logger.debug(`token:request for ${sessionId} failed: ${String(error)}`),
         ),
@@ -75,8 +87,22 @@ export class AgentService
     return this.gate.handle(message);
   }
 
-  /** S3: stops the running turn (when `turnId` matches); returns whether it stopped one. */
+  /**
+   * S3: stops the running turn (when `turnId` matches); returns whether it stopped one, from
+   * this instance's view of running turns. The stop itself goes to wherever the turn runs; use
+   * `abortAsync` for the answer of the instance that runs it.
+   */
   abort(sessionId: string, options: AbortOptions = {}): boolean {
+    const running = this.dispatcher.view.runningTurn(sessionId);
+    const stopping = running !== undefined && (options.turnId ?? running) === running;
+    this.abortAsync(sessionId, options).catch((error: unknown) =>
+      this.logger.error(`Abort of session ${sessionId} failed: ${String(error)}`),
+    );
+    return stopping;
+  }
+
+  /** S3, awaitable: resolves with the authoritative answer of the instance running the turn. */
+  abortAsync(sessionId: string, options: AbortOptions = {}): Promise<boolean> {
     return this.dispatcher.abort(sessionId, options);
   }
 
@@ -90,21 +116,48 @@ export class AgentService
     clear: () => unknown,
     reason?: string,
   ): Promise<void> {
-    const release = this.holds.hold(sessionIds);
+    const release = await this.dispatcher.hold(sessionIds, reason);
     try {
-      const targets = sessionIds ?? this.dispatcher.activeSessions();
-      await Promise.all(targets.map((id) => this.dispatcher.stop(id, 'cleared', reason)));
       await clear();
     } finally {
-      release();
-      this.dispatcher.resume();
+      await release();
     }
+  }
+
+  /**
+   * Clears the history of the sessions (`undefined` = all) through `clearing` (S4): stops and
+   * holds them, deletes their history, releases them. Resolves with what was cleared.
+   */
+  async clearHistory(sessionIds?: readonly string[], reason?: string): Promise<string[] | 'all'> {
+    const ids = sessionIds ? [...new Set(sessionIds)] : undefined;
+    await this.clearing(
+      ids,
+      async () => {
+        if (!ids) return this.history.clear();
+        for (const id of ids) await this.history.clear(id);
+      },
+      reason,
+    );
+    return ids ?? 'all';
+  }
+
+  /**
+   * Deletes a session (S7), the whole job: holds it, emits `session:deleted` and waits for its
+   * listeners (the agent's own stops the session and moves its generation), then deletes its
+   * history and settings.
+   */
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.clearing([sessionId], async () => {
+      await this.events.emitAsync('session:deleted', { sessionId });
+      await this.history.deleteSession(sessionId);
+      await this.sessions.delete(sessionId);
+    });
   }
 
   /** S5: registers a preprocessor; the same name replaces the earlier one. Returns dispose. */
   registerPreprocessor(name: string, fn: Preprocessor): () => void {
     this.preprocessors.get(name)?.();
-    const dispose = this.deps.hooks.use(
+    const dispose = this.hooks.use(
       'agent:input:before',
       (ctx, next) =>
         fn(ctx.message, async (replacement?: IncomingMessage) => {
@@ -126,43 +179,39 @@ export class AgentService
    * has no settings, `ModelNotFoundError` when no provider serves the model.
    */
   async assignModel(sessionId: string, model: ModelRef): Promise<void> {
-    const resolved = this.deps.models.resolve(model);
-    if (!resolved) {
+    if (!this.models.resolve(model)) {
       throw new ModelNotFoundError(
         model,
-        this.deps.models.list().map((p) => p.id),
+        this.models.list().map((p) => p.id),
       );
     }
-    await this.deps.sessions.update(sessionId, { model: { ...model } });
+    await this.sessions.update(sessionId, { model: { ...model } });
   }
 
   /** `token:request`: a usage snapshot of the session's current messages (no model call). */
   async requestUsage(sessionId: string): Promise<TokenUsageEvent> {
     const event = await this.snapshots.snapshot(sessionId);
-    this.deps.events.emit('token:usage', event);
+    this.events.emit('token:usage', event);
     return event;
   }
 
-  /** The session's waiting inputs (S8). */
+  /** The session's waiting inputs (S8), from this instance's view. */
   waiting(sessionId: string): IncomingMessage[] {
-    return this.dispatcher.waiting(sessionId);
+    return this.dispatcher.view.waiting(sessionId);
   }
 
-  /** The session's running turn id, if any. */
+  /** The session's running turn id, if any, from this instance's view. */
   runningTurn(sessionId: string): string | undefined {
-    return this.dispatcher.runningTurn(sessionId);
+    return this.dispatcher.view.runningTurn(sessionId);
   }
 
   /** S9: stop accepting, abort running turns, drop waiting inputs, wait until all settled. */
   async beforeApplicationShutdown(): Promise<void> {
     this.gate.close();
-    const stops = this.dispatcher
-      .activeSessions()
-      .map((id) => this.dispatcher.stop(id, 'shutdown', 'shutdown'));
-    const all = Promise.all([...stops, ...this.gate.pending()]);
+    const all = Promise.all([this.dispatcher.drain(), ...this.gate.pending()]);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.deps.options.shutdownTimeoutMs);
+      timer = setTimeout(() => resolve('timeout'), this.options.shutdownTimeoutMs);
     });
     const outcome = await Promise.race([all, timeout]);
     clearTimeout(timer);
@@ -192,7 +241,7 @@ export class AgentService
     // open a turn meanwhile. A failing generation store still waits for the stop.
     const stopped = this.dispatcher.stop(sessionId, 'deleted', 'session deleted');
     try {
-      await this.deps.sessions.advanceGeneration(sessionId);
+      await this.sessions.advanceGeneration(sessionId);
     } finally {
       await stopped;
     }

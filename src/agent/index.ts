@@ -4,5 +4,5 @@ export * from './agent.options';
 export * from './agent.options.validate';
 export * from './agent.service';
 export * from './agent-event.bus';
+export * from './instrumentation';
 export * from './tools';
-export * from './engine';

@@ -1,9 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { ModelMessage, TokenUsageEvent } from '../contracts';
-import { historyToModelMessages } from '../prompt';
-import { tokenBudgetFor } from './agent.options';
-import { AGENT_TURN_DEPS } from './agent.tokens';
-import type { TurnDeps } from './engine';
+import {
+  HistoryStore,
+  SessionStore,
+  type HistoryStore as HistoryStorePort,
+  type ModelMessage,
+  type SessionStore as SessionStorePort,
+  type TokenUsageEvent,
+} from '../contracts';
+import { ModelRegistry } from '../llm';
+import { historyToModelMessages, PromptAssembler } from '../prompt';
+import { TokenEstimator, UsageTracker } from '../usage';
+import { AGENT_OPTIONS } from './agent.module-definition';
+import { tokenBudgetFor, type ResolvedAgentOptions } from './agent.options';
+import { ToolRegistry } from './tools';
 
 /**
  * `token:request` snapshots (U1, U5, T2): the estimate of what the session's next model call
@@ -12,45 +21,53 @@ import type { TurnDeps } from './engine';
  */
 @Injectable()
 export class UsageSnapshots {
-  constructor(@Inject(AGENT_TURN_DEPS) private readonly deps: TurnDeps) {}
+  constructor(
+    @Inject(SessionStore) private readonly sessions: SessionStorePort,
+    @Inject(HistoryStore) private readonly history: HistoryStorePort,
+    private readonly models: ModelRegistry,
+    private readonly prompts: PromptAssembler,
+    private readonly tools: ToolRegistry,
+    private readonly estimator: TokenEstimator,
+    private readonly usage: UsageTracker,
+    @Inject(AGENT_OPTIONS) private readonly options: ResolvedAgentOptions,
+  ) {}
 
   async snapshot(sessionId: string): Promise<TokenUsageEvent> {
-    const { deps } = this;
-    const settings = await deps.sessions.get(sessionId);
-    const resolved = deps.models.resolve(settings?.model);
-    const contextWindow = resolved?.capabilities.contextWindow ?? deps.options.contextWindow;
-    const maxTokens = resolved?.capabilities.maxOutputTokens ?? deps.options.maxOutputTokens;
-    const historyLimit = settings?.historyLimit ?? deps.options.historyLimit;
-    const stored = await deps.history.history(sessionId, { limit: historyLimit });
+    const { options } = this;
+    const settings = await this.sessions.get(sessionId);
+    const resolved = this.models.resolve(settings?.model);
+    const contextWindow = resolved?.capabilities.contextWindow ?? options.contextWindow;
+    const maxTokens = resolved?.capabilities.maxOutputTokens ?? options.maxOutputTokens;
+    const historyLimit = settings?.historyLimit ?? options.historyLimit;
+    const stored = await this.history.history(sessionId, { limit: historyLimit });
     const base: ModelMessage[] = [
       {
         role: 'system',
-        content: deps.options.systemPrompt,
+        content: options.systemPrompt,
         metadata: { injector: 'persona', bucket: 'persona' },
       },
       ...historyToModelMessages(stored, { room: settings?.kind === 'room' }),
     ];
-    const messages = await deps.prompts.materialise(base, {
+    const messages = await this.prompts.materialise(base, {
       sessionId,
       inputs: [],
       signal: new AbortController().signal,
       dryRun: true,
     });
-    const tools = deps.tools.definitions();
-    const encoding = deps.estimator.encodingFor(
+    const encoding = this.estimator.encodingFor(
       resolved?.ref.model ?? '',
       resolved?.capabilities.encoding,
     );
-    return deps.usage.buildEventAsync({
+    return this.usage.buildEventAsync({
       sessionId,
       messages,
-      tools,
+      tools: this.tools.definitions(),
       encoding,
       contextWindow,
       maxTokens,
-      tokenBudget: tokenBudgetFor(deps.options, { contextWindow, maxOutputTokens: maxTokens }),
+      tokenBudget: tokenBudgetFor(options, { contextWindow, maxOutputTokens: maxTokens }),
       trimmed: false,
-      historyMessages: await deps.history.count(sessionId),
+      historyMessages: await this.history.count(sessionId),
       historyLimit,
     });
   }

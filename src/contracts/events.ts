@@ -1,5 +1,5 @@
 import type { IncomingMessage, OutgoingMessage } from './messages';
-import type { TurnOutcome } from './turn';
+import type { TurnEnd } from './turn';
 import type { TokenUsageEvent } from './usage';
 
 /** `agent:queue` (S8): the session's waiting inputs, in arrival order. */
@@ -25,13 +25,9 @@ export interface TurnStartEvent {
   inputs: IncomingMessage[];
 }
 
-/** `agent:turn:end`. */
-export interface TurnEndEvent {
+/** `agent:turn:end`: how the turn ended, with its session. */
+export interface TurnEndEvent extends TurnEnd {
   sessionId: string;
-  turnId: string;
-  outcome: TurnOutcome;
-  error?: string;
-  reply?: string;
 }
 
 /** `tool:execute`: a tool call starts or ends. */

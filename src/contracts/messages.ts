@@ -116,7 +116,7 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
-/** A message as persisted in history (interface.md section 5). */
+/** A message as persisted in history (README, "What a turn writes"). */
 export interface Message {
   id: string;
   sessionId: string;

@@ -1,6 +1,6 @@
 /**
- * The registry of metadata keys the agent writes on persisted messages (contract P1,
- * interface.md section 5). Values are the stored camelCase keys.
+ * The registry of metadata keys the agent writes on persisted messages (docs/behaviour.md P1;
+ * README, "What a turn writes"). Values are the stored camelCase keys.
  */
 export const WellKnownMetadataKeys = {
   /** The turn's id: archived inputs, tool-call groups, replies, markers. */

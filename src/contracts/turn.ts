@@ -22,11 +22,24 @@ export interface TurnRecord {
 }
 
 /**
+ * How a turn ended (H4): the one shape carried from the turn runner to the settlement of its
+ * inputs, the `agent:turn:end` event and the REST answer (a projection of it).
+ */
+export interface TurnEnd {
+  turnId: string;
+  outcome: TurnOutcome;
+  /** The reply sent, on `replied`. */
+  reply?: string;
+  /** The one-sentence notice sent to the session, on `error` (H4). */
+  error?: string;
+}
+
+/**
  * How an input was settled (S1): it was part of a turn that ended, it was dropped (abort with
  * `queued`, clearing, deletion, shutdown, stale generation), or a preprocessor discarded it.
  */
 export type Settlement =
-  | { settled: 'turn'; turnId: string; outcome: TurnOutcome; reply?: string; error?: string }
+  | ({ settled: 'turn' } & TurnEnd)
   | { settled: 'dropped'; reason: DropReason }
   | { settled: 'discarded' };
 

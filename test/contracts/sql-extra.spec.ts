@@ -3,13 +3,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { sql } from 'kysely';
-import {
-  createSqlStores,
-  migrateToLatest,
-  openDatabase,
-  type NewMessage,
-  type SqlStores,
-} from '../../src';
+import { createSqlStores, type NewMessage, type SqlStores } from '../../src';
+import { migrateToLatest, openDatabase } from '../../src/session-bridge';
 import {
   closeAll,
   describePg,

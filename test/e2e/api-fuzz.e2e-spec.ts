@@ -6,7 +6,7 @@ const RUNS = Math.max(Number(process.env.FUZZ_RUNS ?? 0) || 200, process.env.CI 
 
 type Method = 'get' | 'post' | 'put' | 'delete';
 
-/** Every route of interface.md section 3; `:id` is replaced by a fuzzed session id. */
+/** Every route of the README's REST reference; `:id` is replaced by a fuzzed session id. */
 const ROUTES: { method: Method; path: string }[] = [
   { method: 'post', path: '/agent/messages' },
   { method: 'post', path: '/agent/sessions/:id/abort' },

@@ -15,7 +15,7 @@ function refusal(socket: AgentClient): Promise<Error> {
   });
 }
 
-describe('Socket.IO namespace /agent (interface.md section 4)', () => {
+describe('Socket.IO namespace /agent (README: Socket.IO)', () => {
   let a: ApiApp;
   beforeAll(async () => {
     a = await ApiApp.start();

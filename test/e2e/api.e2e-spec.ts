@@ -1,7 +1,7 @@
 import { FakeOpenAiServer } from '../support/fake-openai-server';
 import { ApiApp, TEST_TOKEN } from '../support/api-app';
 
-/** Every admin route of interface.md section 3, with a valid body. */
+/** Every admin route of the README's REST reference, with a valid body. */
 const ADMIN_ROUTES: { method: 'get' | 'post' | 'put' | 'delete'; path: string; body?: object }[] = [
   { method: 'post', path: '/agent/messages', body: { sessionId: 'auth', content: 'hi' } },
   { method: 'post', path: '/agent/sessions/auth/abort', body: {} },
@@ -23,7 +23,7 @@ function expectErrorShape(body: any, statusCode: number): void {
   );
 }
 
-describe('REST API (interface.md section 3)', () => {
+describe('REST API (README: REST API)', () => {
   let a: ApiApp;
   beforeAll(async () => {
     a = await ApiApp.start();

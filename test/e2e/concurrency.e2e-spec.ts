@@ -1,25 +1,26 @@
 import { EventEmitter2 } from '@nestjs/event-emitter';
 import {
   ControlKinds,
-  Deferred,
   HookRegistry,
-  HoldTable,
   InvalidInputError,
   SessionStore,
   ToolRegistry,
   WellKnownMetadataKeys as K,
+  WorkDispatcher,
   type IncomingMessage,
   type Message,
   type SessionStore as SessionStorePort,
   type Settlement,
   type TurnAfterContext,
+  type WorkDispatcher as WorkDispatcherPort,
 } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
+import { Deferred } from '../support/deferred';
 
 /**
- * Concurrency contract S1-S9 / I1-I14, one test per rule, and the worked timelines 1-7 of
- * `timelines.md`. Model calls are held by the fake server and released explicitly; the tests
- * wait for events and requests, never for time.
+ * Concurrency rules S1-S9 / I1-I14 (docs/behaviour.md), one test per rule, and seven worked
+ * timelines. Model calls are held by the fake server and released explicitly; the tests wait
+ * for events and requests, never for time.
  */
 
 const alice = { platform: 'web', userId: 'alice' };
@@ -384,7 +385,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       expect(beforeClear.map((m) => m.content)).not.toContain('C1');
 
       // t4: H2 arrives during clear(): held, no turn, no archive.
-      expect(harness.app.get(HoldTable).isHeld('s')).toBe(true);
+      expect(harness.app.get<WorkDispatcherPort>(WorkDispatcher).view.isHeld('s')).toBe(true);
       void p.track('H2', harness.agent.handleMessage(human('s', 'H2')));
       await letItRun();
       expect(harness.of('agent:turn:start')).toHaveLength(1);
@@ -395,7 +396,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       // t5: clear() ends, the hold is released, T2 opens [H2] on an empty history.
       clearMayEnd.resolve();
       await clearing;
-      expect(harness.app.get(HoldTable).isHeld('s')).toBe(false);
+      expect(harness.app.get<WorkDispatcherPort>(WorkDispatcher).view.isHeld('s')).toBe(false);
       const s2 = await p.get('H2');
       expect(s2).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'ok' });
       const t2 = (s2 as { turnId: string }).turnId;
@@ -726,7 +727,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       expect(harness.server.requests).toHaveLength(0);
       mayThrow.resolve();
       await expect(clearing).rejects.toThrow('clear failed');
-      expect(harness.app.get(HoldTable).isHeld('s')).toBe(false);
+      expect(harness.app.get<WorkDispatcherPort>(WorkDispatcher).view.isHeld('s')).toBe(false);
       expect(await held).toMatchObject({ settled: 'turn', outcome: 'replied' });
       expect(await harness.agent.handleMessage(human('s', 'after'))).toMatchObject({
         outcome: 'replied',
@@ -741,7 +742,7 @@ describe('concurrency (S1-S9, I1-I14)', () => {
       await harness.server.nextRequest();
       const inClear = new Deferred<void>();
       const mayEnd = new Deferred<void>();
-      const holds = harness.app.get(HoldTable);
+      const holds = harness.app.get<WorkDispatcherPort>(WorkDispatcher).view;
       const clearing = harness.agent.clearing(undefined, async () => {
         inClear.resolve();
         await mayEnd.promise;

@@ -4,7 +4,6 @@ import fc from 'fast-check';
 import {
   AgentModule,
   AgentService,
-  Deferred,
   HookRegistry,
   MemoryMessageLog,
   ToolRegistry,
@@ -15,6 +14,7 @@ import {
   type QueueEvent,
   type Settlement,
 } from '../../src';
+import { Deferred } from '../support/deferred';
 import { ScriptedProvider } from '../support/scripted-provider';
 
 /**

@@ -74,7 +74,7 @@ if (!browserAvailable && !process.env.CI) {
 }
 const describeBrowser = browserAvailable || process.env.CI ? describe : describe.skip;
 
-describeBrowser('dashboard in a real browser (interface.md sections 4 and 6)', () => {
+describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', () => {
   let a: ApiApp;
   let browser: TestBrowser;
   /** Uncaught page errors and CSP refusals, per page; every test ends with none. */

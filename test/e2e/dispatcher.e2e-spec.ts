@@ -1,6 +1,6 @@
 import {
   InProcessDispatcher,
-  TurnScheduler,
+  SessionLanesFactory,
   WorkDispatcher,
   type IncomingMessage,
   type Settlement,
@@ -19,9 +19,9 @@ describe('WorkDispatcher seam', () => {
       extraProviders: [
         {
           provide: WorkDispatcher,
-          inject: [TurnScheduler],
-          useFactory: (scheduler: TurnScheduler) => {
-            const local = new InProcessDispatcher(scheduler);
+          inject: [SessionLanesFactory],
+          useFactory: (lanes: SessionLanesFactory) => {
+            const local = new InProcessDispatcher(lanes);
             return Object.assign(Object.create(local) as InProcessDispatcher, {
               submit: async (message: IncomingMessage) => {
                 // Serialise both ways, as a transport to another instance would.
@@ -29,9 +29,12 @@ describe('WorkDispatcher seam', () => {
                   message: JSON.parse(JSON.stringify(message)),
                 };
                 crossed.push(entry);
-                const settlement = await local.submit(entry.message);
-                entry.settlement = structuredClone(settlement);
-                return entry.settlement;
+                const admission = await local.submit(entry.message);
+                if (!admission.accepted) return admission;
+                const settlement = admission.settlement.then(
+                  (settled) => (entry.settlement = structuredClone(settled)),
+                );
+                return { accepted: true, settlement };
               },
               abort: (sessionId: string, options: object) => {
                 aborts.push(sessionId);

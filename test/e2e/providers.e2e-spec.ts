@@ -1,9 +1,6 @@
 import { createServer } from 'node:net';
 import {
   AnthropicProvider,
-  clockTool,
-  createProviderFromEnv,
-  describeProvider,
   DemoProvider,
   ModelNotFoundError,
   OpenAiCompatibleProvider,
@@ -11,6 +8,7 @@ import {
   type LlmProvider,
   type Settlement,
 } from '../../src';
+import { clockTool, createProviderFromEnv, describeProvider } from '../../src/llm';
 import { loadAppConfig } from '../../src/app.config';
 import { AgentHarness } from '../support/agent-harness';
 import { FakeAnthropicServer } from '../support/fake-anthropic-server';

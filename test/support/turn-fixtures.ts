@@ -25,6 +25,9 @@ import type {
   ProviderUsage,
   SessionSettings,
   ToolCall,
+  ToolCallContext,
+  ToolDefinition,
+  ToolSpec,
 } from '../../src/contracts';
 import { HookRegistry } from '../../src/hooks';
 import { ModelRegistry } from '../../src/llm';
@@ -34,10 +37,12 @@ import { type TokenEstimator, UsageTracker } from '../../src/usage';
 import type { AgentEventBus } from '../../src/agent/agent-event.bus';
 import type { AgentModuleOptions } from '../../src/agent/agent.options';
 import { resolveAgentOptions } from '../../src/agent/agent.options.validate';
+import { AgentInstrumentation } from '../../src/agent/instrumentation';
 import { ToolRegistry } from '../../src/agent/tools';
 import { Deferred } from '../../src/agent/engine/deferred';
+import type { EnginePorts, LaneHandle } from '../../src/agent/engine/ports';
+import { pendingInput } from '../../src/agent/engine/settlement';
 import { Turn, type PendingInput } from '../../src/agent/engine/turn';
-import type { LaneHandle, TurnDeps } from '../../src/agent/engine/turn-deps';
 import { TurnState } from '../../src/agent/engine/turn-state';
 
 // ---------------------------------------------------------------------------------------------
@@ -99,12 +104,15 @@ export function failOnUnmockedCalls(): void {
   });
 }
 
+/** The Nest logger spies of the running test, by level. */
+export type LoggerSpies = Record<'log' | 'warn' | 'error', jest.Mock<AnyFunction>>;
+
 /**
  * Silences the Nest logger for each test and returns the spies (`log`, `warn`, `error`), so a spec
  * can assert what was logged. Call at the top of a `describe`.
  */
-export function spyOnLogger(): Record<'log' | 'warn' | 'error', jest.Mock<AnyFunction>> {
-  const spies = {} as Record<'log' | 'warn' | 'error', jest.Mock<AnyFunction>>;
+export function spyOnLogger(): LoggerSpies {
+  const spies = {} as LoggerSpies;
   beforeEach(() => {
     for (const level of ['log', 'warn', 'error'] as const) {
       spies[level] = jest
@@ -285,6 +293,24 @@ export function newToolCall(name: string, args: unknown = {}, id?: string): Tool
   };
 }
 
+/** The definition of the echo tool the specs offer the model. */
+export const ECHO_DEFINITION: ToolDefinition = {
+  name: 'echo',
+  description: 'Echoes its text',
+  parameters: { type: 'object', properties: { text: { type: 'string' } } },
+};
+
+/** The echo tool: answers `{ echoed: text }`; records each call in `seen` when given. */
+export function newEchoTool(seen?: { args: unknown; ctx: ToolCallContext }[]): ToolSpec {
+  return {
+    ...ECHO_DEFINITION,
+    handler: (args: { text?: string }, ctx) => {
+      seen?.push({ args, ctx });
+      return { echoed: args.text };
+    },
+  };
+}
+
 /** Factories of scripted answers. */
 export const answers = {
   /** A text answer, optionally with reported usage. */
@@ -306,7 +332,7 @@ export const answers = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Deps bundle
+// Engine ports
 // ---------------------------------------------------------------------------------------------
 
 /** The mocked collaborators of a turn. */
@@ -320,7 +346,8 @@ export interface TurnMocks {
 
 /** What `newTurnDeps` builds. */
 export interface TurnFixture {
-  deps: TurnDeps;
+  /** The full engine vocabulary: it satisfies the `Pick` every phase takes. */
+  deps: EnginePorts;
   mocks: TurnMocks;
   provider: ScriptedModel;
 }
@@ -337,9 +364,9 @@ export interface TurnDepsOptions {
 }
 
 /**
- * A `TurnDeps` bundle: real hooks, prompts, tools, models and usage around `estimator` (one per
- * spec file: it owns tiktoken encoders), strict mocks for the stores and the lane, and a
- * recording event bus.
+ * The `EnginePorts`: real hooks, prompts, tools, models and usage around `estimator` (one per
+ * spec file: it owns tiktoken encoders), strict mocks for the stores and the lane, a recording
+ * event bus and the no-op default instrumentation.
  */
 export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions = {}): TurnFixture {
   const provider = options.provider === undefined ? new ScriptedModel() : options.provider;
@@ -354,7 +381,7 @@ export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions 
     events: new RecordingEventBus(),
     lane: strictMock<LaneHandle>('LaneHandle', ['takePending', 'closeInsertions']),
   };
-  const deps: TurnDeps = {
+  const deps: EnginePorts = {
     hooks: new HookRegistry(),
     prompts: new PromptAssembler(),
     tools: new ToolRegistry(),
@@ -366,6 +393,7 @@ export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions 
     usage: new UsageTracker(estimator),
     estimator,
     options: agent,
+    instrumentation: new AgentInstrumentation(),
   };
   return { deps, mocks, provider: provider ?? new ScriptedModel() };
 }
@@ -414,7 +442,7 @@ export function newIncoming(overrides: Partial<IncomingMessage> = {}): IncomingM
 
 /** An input on its way, with its settlement. */
 export function newPending(overrides: Partial<IncomingMessage> = {}): PendingInput {
-  return { message: newIncoming(overrides), settlement: new Deferred() };
+  return pendingInput(newIncoming(overrides));
 }
 
 let turnIds = 0;
@@ -430,7 +458,7 @@ export function newTurn(inputs: Partial<IncomingMessage>[] = [{}], id = `turn-${
 
 /** A turn state with the model resolved from `deps` (as the runner does) and the settings given. */
 export function newState(
-  deps: TurnDeps,
+  deps: Pick<EnginePorts, 'models'>,
   turn: Turn = newTurn(),
   settings?: Partial<SessionSettings>,
 ): TurnState {

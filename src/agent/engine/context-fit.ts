@@ -2,8 +2,13 @@ import type { ModelMessage, ToolDefinition } from '../../contracts';
 import { dropHistorySegments, trimToBudget } from '../../prompt';
 import { classifyMessage } from '../../usage';
 import { tokenBudgetFor } from '../agent.options';
-import type { TurnDeps } from './turn-deps';
+import type { EnginePorts } from './ports';
 import type { TurnState } from './turn-state';
+
+/** What one model call is sent: the fitted list and the tool definitions. */
+export interface SentCall extends FittedCall {
+  tools: ToolDefinition[];
+}
 
 /** A list fitted to the budget, with the U4 figure of what it was before. */
 export interface FittedCall {
@@ -12,9 +17,12 @@ export interface FittedCall {
   untrimmedHistory: number;
 }
 
+/** What fitting a call to the budget uses. */
+export type FitPorts = Pick<EnginePorts, 'estimator' | 'options'>;
+
 /** The prompt token budget of the turn's model. */
-export function budgetOf(deps: TurnDeps, state: TurnState): number {
-  return tokenBudgetFor(deps.options, state.model!.capabilities);
+export function budgetOf(ports: Pick<EnginePorts, 'options'>, state: TurnState): number {
+  return tokenBudgetFor(ports.options, state.model!.capabilities);
 }
 
 /**
@@ -24,7 +32,7 @@ export function budgetOf(deps: TurnDeps, state: TurnState): number {
  * calls append to the already-trimmed list; later calls trim into a copy (`first: false`).
  */
 export function fitCall(
-  deps: TurnDeps,
+  deps: FitPorts,
   state: TurnState,
   messages: ModelMessage[],
   tools: ToolDefinition[],

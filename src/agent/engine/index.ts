@@ -1,9 +1,5 @@
-export * from './deferred';
-export * from './session-lane';
-export * from './holds';
-export * from './turn';
-export * from './turn-deps';
+/** The engine's entry for the agent module. @internal */
+export * from './input-gate';
+export * from './ports';
 export * from './turn-runner';
 export * from './turn-scheduler';
-export * from './input-gate';
-export * from './in-process.dispatcher';

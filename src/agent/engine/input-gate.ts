@@ -5,40 +5,54 @@ import {
   type IncomingMessage,
   type InputBeforeContext,
   type Settlement,
+  type WorkDispatcher,
 } from '../../contracts';
-import type { WorkDispatcher } from '../../contracts';
-import { Deferred } from './deferred';
-import type { HoldTable } from './holds';
-import type { TurnDeps } from './turn-deps';
+import type { EnginePorts } from './ports';
+import { pendingInput, settleInput } from './settlement';
 import { archivedInput } from './turn-state';
+
+/** What the gate uses. */
+export type GatePorts = Pick<
+  EnginePorts,
+  'hooks' | 'sessions' | 'archive' | 'events' | 'instrumentation'
+>;
+
+/** Where an input stands when it is about to enter its lane. */
+interface Entry {
+  message: IncomingMessage;
+  /** Local deletion epoch at arrival (S7). */
+  epoch: number;
+  /** Session generation at arrival (S7). */
+  generation: number;
+}
 
 /**
  * The way of an input from `handleMessage` to its lane (S1, S5, S7, I11): validation, hold,
  * `agent:input:before`, then, inside its default action, hold again, the generation check and
- * the hand-off to the lane. Resolves once the input is settled.
+ * the hand-off to the dispatcher, which refuses it while a hold covers the session. Resolves
+ * once the input is settled.
  */
 export class InputGate {
   private readonly logger = new Logger('InputGate');
   /** Local deletion epochs: moved synchronously when a deletion starts (S7). */
   private readonly epochs = new Map<string, number>();
-  private closed = false;
+  /** Aborted at shutdown: wakes inputs waiting for a hold (S9). */
+  private readonly closing = new AbortController();
   private readonly inFlight = new Set<Promise<Settlement>>();
 
   constructor(
-    private readonly deps: TurnDeps,
+    private readonly ports: GatePorts,
     private readonly dispatcher: WorkDispatcher,
-    private readonly holds: HoldTable,
   ) {}
 
   /** Marks the start of a session's deletion: inputs that entered before are stale. */
   markDeleted(sessionId: string): void {
-    this.epochs.set(sessionId, (this.epochs.get(sessionId) ?? 0) + 1);
+    this.epochs.set(sessionId, this.epochOf(sessionId) + 1);
   }
 
   /** Stops accepting: new and gate-held inputs are dropped (S9). */
   close(): void {
-    this.closed = true;
-    this.holds.wakeAll();
+    this.closing.abort();
   }
 
   /** Inputs still on their way through the gate. */
@@ -56,75 +70,74 @@ export class InputGate {
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    const done = this.pass({ ...message }).catch((error: unknown): Settlement => {
-      this.logger.error(`Input for session ${message.sessionId} failed: ${String(error)}`);
-      this.deps.events.emit('outbound:stream', { sessionId: message.sessionId, done: true });
-      return { settled: 'dropped', reason: 'failed' };
-    });
+    const info = {
+      sessionId: message.sessionId,
+      ...(message.source !== undefined ? { source: message.source } : {}),
+      ...(message.messageId !== undefined ? { messageId: message.messageId } : {}),
+    };
+    const done = this.ports.instrumentation.input(info, () =>
+      this.pass({ ...message }).catch((error: unknown) => {
+        this.logger.error(`Input for session ${message.sessionId} failed: ${String(error)}`);
+        return this.drop(message, 'failed', false);
+      }),
+    );
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));
     return done;
   }
 
+  private get closed(): boolean {
+    return this.closing.signal.aborted;
+  }
+
+  private epochOf(sessionId: string): number {
+    return this.epochs.get(sessionId) ?? 0;
+  }
+
   private async pass(message: IncomingMessage): Promise<Settlement> {
     const { sessionId } = message;
-    const { holds } = this;
-    const epoch = this.epochs.get(sessionId) ?? 0;
-    const generation = await this.deps.sessions.generationOf(sessionId);
-    await holds.whenFree(sessionId, () => this.closed);
-    if (this.closed) return this.dropArchived(message, 'shutdown', epoch, generation);
-    await this.deps.sessions.ensure(
+    const arrival = { epoch: this.epochOf(sessionId), generation: 0 };
+    arrival.generation = await this.ports.sessions.generationOf(sessionId);
+    await this.dispatcher.whenFree(sessionId, this.closing.signal);
+    if (this.closed) return this.dropArchived({ message, ...arrival }, 'shutdown');
+    await this.ports.sessions.ensure(
       sessionId,
       message.sessionKind ? { kind: message.sessionKind } : {},
     );
-    const settlement = new Deferred<Settlement>();
     const ctx: InputBeforeContext = { message };
-    let reached: boolean;
+    let settled: Promise<Settlement> | undefined;
     try {
-      reached = await this.deps.hooks.run('agent:input:before', ctx, async () => {
-        const entered = await this.enter(ctx.message, settlement, epoch, generation);
-        if (entered) await settlement.promise;
+      const reached = await this.ports.hooks.run('agent:input:before', ctx, async () => {
+        settled = this.enter({ ...arrival, message: ctx.message });
+        await settled;
       });
+      if (!reached) return this.discard(ctx.message);
     } catch (error) {
-      if (settlement.settled) return settlement.promise;
+      if (settled) return settled;
       this.logger.error(`agent:input:before failed for session ${sessionId}: ${String(error)}`);
-      return this.dropArchived(ctx.message, 'failed', epoch, generation);
+      return this.dropArchived({ ...arrival, message: ctx.message }, 'failed');
     }
-    if (!reached) {
-      this.deps.events.emit('outbound:stream', { sessionId, done: true });
-      return { settled: 'discarded' };
-    }
-    return settlement.promise;
+    return settled!;
   }
 
   /**
-   * Waits out holds, then checks the generation and hands the input to its lane. The last hold
-   * check and the hand-off happen in one synchronous step. Returns false when dropped.
+   * Waits out holds, then checks the generation and hands the input to the dispatcher, which
+   * refuses it if a hold began meanwhile (then it waits again). Resolves with its settlement.
    */
-  private async enter(
-    message: IncomingMessage,
-    settlement: Deferred<Settlement>,
-    epoch: number,
-    generation: number,
-  ): Promise<boolean> {
+  private async enter(entry: Entry): Promise<Settlement> {
+    const { message, generation } = entry;
     const { sessionId } = message;
-    const { holds } = this;
     for (;;) {
-      await holds.whenFree(sessionId, () => this.closed);
-      const now = this.closed ? generation : await this.deps.sessions.generationOf(sessionId);
-      // Shutdown or a new hold may have begun while the generation was read.
-      if (this.closed) {
-        settlement.resolve(await this.dropArchived(message, 'shutdown', epoch, generation));
-        return false;
-      }
-      if (holds.isHeld(sessionId)) continue;
-      if (now !== generation || (this.epochs.get(sessionId) ?? 0) !== epoch) {
-        settlement.resolve(await this.drop(message, 'stale-generation', false));
-        return false;
+      await this.dispatcher.whenFree(sessionId, this.closing.signal);
+      const now = this.closed ? generation : await this.ports.sessions.generationOf(sessionId);
+      // Shutdown may have begun while the generation was read.
+      if (this.closed) return this.dropArchived(entry, 'shutdown');
+      if (now !== generation || this.epochOf(sessionId) !== entry.epoch) {
+        return this.drop(message, 'stale-generation', false);
       }
       // Plain data crosses the dispatcher seam: the message in, its settlement out.
-      void this.dispatcher.submit(message).then((result) => settlement.resolve(result));
-      return true;
+      const admission = await this.dispatcher.submit(message);
+      if (admission.accepted) return admission.settlement;
     }
   }
 
@@ -133,17 +146,13 @@ export class InputGate {
    * its session was deleted since it arrived: an input of a deleted generation is never archived
    * (S7).
    */
-  private async dropArchived(
-    message: IncomingMessage,
-    reason: DropReason,
-    epoch: number,
-    generation: number,
-  ): Promise<Settlement> {
+  private async dropArchived(entry: Entry, reason: DropReason): Promise<Settlement> {
+    const { message, epoch, generation } = entry;
     const { sessionId } = message;
-    let stale = (this.epochs.get(sessionId) ?? 0) !== epoch;
+    let stale = this.epochOf(sessionId) !== epoch;
     if (!stale) {
-      const now = await this.deps.sessions.generationOf(sessionId).catch(() => generation);
-      stale = now !== generation || (this.epochs.get(sessionId) ?? 0) !== epoch;
+      const now = await this.ports.sessions.generationOf(sessionId).catch(() => generation);
+      stale = now !== generation || this.epochOf(sessionId) !== epoch;
     }
     return stale ? this.drop(message, 'stale-generation', false) : this.drop(message, reason, true);
   }
@@ -154,14 +163,18 @@ export class InputGate {
     archive: boolean,
   ): Promise<Settlement> {
     if (archive) {
-      await this.deps.archive
+      await this.ports.archive
         .append([archivedInput(message)])
         .catch((error: unknown) =>
           this.logger.error(`Could not archive a dropped input: ${String(error)}`),
         );
     }
-    this.deps.events.emit('outbound:stream', { sessionId: message.sessionId, done: true });
-    return { settled: 'dropped', reason };
+    return settleInput(this.ports.events, pendingInput(message), { settled: 'dropped', reason });
+  }
+
+  /** S1c: a preprocessor did not call `next`: no turn, no archive, a stream-end marker. */
+  private discard(message: IncomingMessage): Promise<Settlement> {
+    return settleInput(this.ports.events, pendingInput(message), { settled: 'discarded' });
   }
 }
 

@@ -1,129 +1,124 @@
 import { Logger } from '@nestjs/common';
-import type { ModelMessage, TurnAfterContext } from '../../contracts';
-import { historyToModelMessages } from '../../prompt';
-import { finaliseReply } from './reply-finaliser';
-import { historyLimitOf, runSteps, throwIfAborted } from './step-loop';
-import type { TurnResult, Turn } from './turn';
+import type { TurnAfterContext, TurnEnd } from '../../contracts';
+import type { TurnConclusion } from '../instrumentation';
 import {
+  closeUnanswered,
   deliverReply,
   endStream,
   errorNotice,
-  persistMarkers,
-  turnRecord,
-  type TurnEnding,
-} from './turn-bookkeeping';
-import type { LaneHandle, TurnDeps } from './turn-deps';
-import { archiveOpening } from './turn-inputs';
-import { inputToModelMessage, TurnState } from './turn-state';
+  recordLastTurn,
+} from './phases/bookkeeping';
+import { archiveOpening } from './phases/input-step';
+import { basePrompt } from './phases/prompt-step';
+import type { EnginePorts, LaneHandle } from './ports';
+import type { Turn } from './turn';
+import { finaliseReply, runSteps, throwIfAborted, type LoopPorts } from './turn-loop';
+import { TurnState } from './turn-state';
+
+/** What the runner uses: its loop's reach plus the settings, models and history of a turn. */
+export type RunnerPorts = LoopPorts & Pick<EnginePorts, 'sessions' | 'models' | 'history'>;
 
 /**
- * Runs one turn: `agent:turn:before` around the whole turn (its default action archives the
- * opening inputs, P3), model resolution, prompt, the step loop, the reply, the bookkeeping (P4,
- * P5), the stream-end marker (I9) and `agent:turn:after` (H4, I13). Never rejects.
+ * Runs one turn, calling its phases in order: `agent:turn:before` around the whole turn (its
+ * default action archives the opening inputs, P3), model resolution, prompt, the step loop, the
+ * reply, the bookkeeping (P4, P5), the stream-end marker (I9) and `agent:turn:after` (H4,
+ * I13). Ends with the turn's `TurnEnd`, or `undefined` when `agent:turn:before` blocked it.
+ * Never rejects.
  */
 export class TurnRunner {
   private readonly logger = new Logger('Turn');
+  private readonly warn = (line: string) => this.logger.warn(line);
+  private readonly error = (line: string) => this.logger.error(line);
 
-  constructor(private readonly deps: TurnDeps) {}
+  constructor(private readonly ports: RunnerPorts) {}
 
-  async run(turn: Turn, lane: LaneHandle): Promise<TurnResult> {
-    const state = new TurnState(turn);
-    let result: TurnResult | undefined;
+  run(turn: Turn, lane: LaneHandle): Promise<TurnConclusion> {
+    const info = {
+      sessionId: turn.sessionId,
+      turnId: turn.id,
+      ...(turn.source !== undefined ? { source: turn.source } : {}),
+      opened: turn.inputs.length,
+    };
+    return this.ports.instrumentation.turn(info, () => this.guarded(new TurnState(turn), lane));
+  }
+
+  private async guarded(state: TurnState, lane: LaneHandle): Promise<TurnConclusion> {
+    const { turn } = state;
+    let end: TurnEnd | undefined;
     try {
-      await this.deps.hooks.run(
-        'agent:turn:before',
-        { turnId: turn.id, sessionId: turn.sessionId, inputs: turn.inputs },
-        async () => {
-          result = await this.body(state, lane);
-        },
-      );
+      const ctx = { turnId: turn.id, sessionId: turn.sessionId, inputs: turn.inputs };
+      await this.ports.hooks.run('agent:turn:before', ctx, async () => {
+        end = await this.body(state, lane);
+      });
     } catch (error) {
       // A middleware threw before `next`: the turn ends with `error` (nothing was archived).
-      // After `next` the turn has already ended and its result stands.
-      if (!result) result = await this.finish(state, this.failure(state, error));
-      else this.logger.warn(`agent:turn:before middleware threw after next: ${String(error)}`);
+      // After `next` the turn has already ended and its end stands.
+      if (end) this.warn(`agent:turn:before middleware threw after next: ${String(error)}`);
+      else {
+        this.announceStart(state);
+        end = await this.finish(state, this.failure(state, error));
+      }
     }
-    if (!result) {
-      endStream(this.deps, state);
+    if (!end) {
+      endStream(this.ports, state);
       this.logger.log(`turn ${turn.id} session ${turn.sessionId} blocked by agent:turn:before`);
-      return { outcome: 'blocked' };
     }
-    return result;
+    return end;
   }
 
-  private async body(state: TurnState, lane: LaneHandle): Promise<TurnResult> {
-    let ending: TurnEnding;
-    try {
-      ending = await this.converse(state, lane);
-    } catch (error) {
-      ending = this.failure(state, error);
-    }
-    return this.finish(state, ending);
-  }
-
-  private async converse(state: TurnState, lane: LaneHandle): Promise<TurnEnding> {
-    const { deps } = this;
-    const { turn } = state;
-    // Settings and model first: the archived inputs carry their token count for that model.
-    state.settings = await deps.sessions.get(turn.sessionId);
-    state.model = deps.models.resolve(state.settings?.model);
-    await archiveOpening(deps, state);
+  /** The default action of `agent:turn:before`: the whole turn. */
+  private async body(state: TurnState, lane: LaneHandle): Promise<TurnEnd> {
+    const failed = await this.open(state).then(
+      () => undefined,
+      (error: unknown) => this.failure(state, error),
+    );
     this.announceStart(state);
+    const end =
+      failed ??
+      (await this.converse(state, lane).catch((error: unknown) => this.failure(state, error)));
+    return this.finish(state, end);
+  }
+
+  /** Settings and model first: the archived inputs carry their token count for that model. */
+  private async open(state: TurnState): Promise<void> {
+    state.settings = await this.ports.sessions.get(state.sessionId);
+    state.model = this.ports.models.resolve(state.settings?.model);
+    await archiveOpening(this.ports, state);
+  }
+
+  private async converse(state: TurnState, lane: LaneHandle): Promise<TurnEnd> {
+    const { ports } = this;
+    const turnId = state.turn.id;
     if (!state.model) {
-      return {
-        outcome: 'error',
-        notice: `[system] ${deps.models.diagnose(state.settings?.model)}`,
-      };
+      const error = `[system] ${ports.models.diagnose(state.settings?.model)}`;
+      return { turnId, outcome: 'error', error };
     }
-    state.historyBase = await deps.history.count(turn.sessionId);
-    state.working = await this.basePrompt(state);
+    state.historyBase = await ports.history.count(state.sessionId);
+    state.working = await basePrompt(ports, state);
     throwIfAborted(state);
-    const final = await runSteps(deps, state, lane);
-    const reply = await finaliseReply(deps, state, final);
+    const final = await runSteps(ports, state, lane);
+    const reply = await finaliseReply(ports, state, final);
     throwIfAborted(state);
-    endStream(deps, state);
-    if (!reply.visible.trim()) return { outcome: 'silent' };
-    await deliverReply(deps, state, reply);
-    return { outcome: 'replied', reply: reply.visible };
+    if (!reply.visible.trim()) return { turnId, outcome: 'silent' };
+    // The stream ends before the reply it streamed is delivered.
+    endStream(ports, state);
+    await deliverReply(ports, state, reply);
+    return { turnId, outcome: 'replied', reply: reply.visible };
   }
 
-  /** System prompt, history within the limit (this turn's inputs left out), then the inputs. */
-  private async basePrompt(state: TurnState): Promise<ModelMessage[]> {
-    const { deps } = this;
-    const own = new Set(state.turn.inputs.map((i) => i.archived?.id));
-    const limit = historyLimitOf(deps, state);
-    const stored = await deps.history.history(state.sessionId, {
-      limit: limit ? limit + own.size : 0,
-    });
-    const history = historyToModelMessages(
-      stored.filter((m) => !own.has(m.id)),
-      { room: state.isRoom },
+  private failure(state: TurnState, error: unknown): TurnEnd {
+    const turnId = state.turn.id;
+    if (state.turn.signal.aborted) return { turnId, outcome: 'aborted' };
+    this.warn(
+      `turn ${turnId} session ${state.sessionId} failed: ${(error as Error)?.stack ?? String(error)}`,
     );
-    const system: ModelMessage = {
-      role: 'system',
-      content: deps.options.systemPrompt,
-      metadata: { injector: 'persona', bucket: 'persona' },
-    };
-    const inputs = state.turn.inputs.map((i) =>
-      inputToModelMessage(i.message, state.acceptsImages, state.isRoom),
-    );
-    return [system, ...history, ...inputs];
+    return { turnId, outcome: 'error', error: errorNotice(error) };
   }
 
-  private failure(state: TurnState, error: unknown): TurnEnding {
-    if (state.turn.signal.aborted) return { outcome: 'aborted' };
-    this.logger.warn(
-      `turn ${state.turn.id} session ${state.sessionId} failed: ${(error as Error)?.stack ?? String(error)}`,
-    );
-    return { outcome: 'error', notice: errorNotice(error) };
-  }
-
-  /** `agent:turn:start`, once per turn (also for a turn that failed before it archived). */
+  /** `agent:turn:start`, once per turn that was not blocked. */
   private announceStart(state: TurnState): void {
-    if (state.announced) return;
-    state.announced = true;
     const { turn } = state;
-    this.deps.events.emit('agent:turn:start', {
+    this.ports.events.emit('agent:turn:start', {
       sessionId: turn.sessionId,
       turnId: turn.id,
       ...(turn.source !== undefined ? { source: turn.source } : {}),
@@ -131,56 +126,29 @@ export class TurnRunner {
     });
   }
 
-  /** Notice, markers, stream end, `agent:turn:after`, turn-end log line. */
-  private async finish(state: TurnState, ending: TurnEnding): Promise<TurnResult> {
-    const { deps } = this;
+  /** Notice and markers, the session's last turn, stream end, `agent:turn:after`, log line. */
+  private async finish(state: TurnState, end: TurnEnd): Promise<TurnEnd> {
+    const { ports } = this;
     const { turn } = state;
-    this.announceStart(state);
-    if (ending.notice) {
-      deps.events.emit('outbound:message', {
-        sessionId: turn.sessionId,
-        turnId: turn.id,
-        content: ending.notice,
-        source: 'system',
-        platform: state.platform,
-      });
-    }
-    if (ending.outcome !== 'replied') {
-      await persistMarkers(deps, state, ending).catch((error: unknown) =>
-        this.logger.error(`turn ${turn.id}: could not persist its markers: ${String(error)}`),
-      );
-    }
-    // H4: the session keeps its last turn (with the error sentence on `error`).
-    await deps.sessions
-      .update(turn.sessionId, { lastTurn: { turnId: turn.id, ...turnRecord(state, ending) } })
-      .catch((error: unknown) =>
-        this.logger.warn(
-          `turn ${turn.id}: could not record the session's last turn: ${String(error)}`,
-        ),
-      );
-    endStream(deps, state);
+    if (end.outcome !== 'replied') await closeUnanswered(ports, state, end, this.error);
+    await recordLastTurn(ports, state, end, this.warn);
+    endStream(ports, state);
     const after: TurnAfterContext = {
       inputs: turn.inputs,
-      reply: ending.reply ?? '',
-      outcome: ending.outcome,
-      ...(ending.notice ? { error: ending.notice } : {}),
+      reply: end.reply ?? '',
+      outcome: end.outcome,
+      ...(end.error ? { error: end.error } : {}),
       sessionId: turn.sessionId,
       turnId: turn.id,
     };
-    await deps.hooks
+    await ports.hooks
       .run('agent:turn:after', after)
       .catch((error: unknown) =>
-        this.logger.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
+        this.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
       );
-    deps.events.emit('agent:turn:end', {
-      sessionId: turn.sessionId,
-      turnId: turn.id,
-      outcome: ending.outcome,
-      ...(ending.notice ? { error: ending.notice } : {}),
-      ...(ending.reply ? { reply: ending.reply } : {}),
-    });
+    ports.events.emit('agent:turn:end', { sessionId: turn.sessionId, ...end });
     const reason = turn.stop?.reason ? ` (reason: ${turn.stop.reason})` : '';
-    this.logger.log(`turn ${turn.id} session ${turn.sessionId} ended ${ending.outcome}${reason}`);
-    return { outcome: ending.outcome, reply: ending.reply, error: ending.notice };
+    this.logger.log(`turn ${turn.id} session ${turn.sessionId} ended ${end.outcome}${reason}`);
+    return end;
   }
 }

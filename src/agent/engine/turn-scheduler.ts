@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import type { AbortOptions, DropReason, IncomingMessage, Settlement } from '../../contracts';
-import { HoldTable } from './holds';
+import type {
+  AbortOptions,
+  DropReason,
+  IncomingMessage,
+  LaneAdmission,
+  SessionLanes,
+  Settlement,
+} from '../../contracts';
+import type { TurnConclusion } from '../instrumentation';
+import type { EnginePorts, LaneHandle } from './ports';
 import { SessionLane, type LaneInput } from './session-lane';
-import { Turn, type PendingInput, type TurnResult } from './turn';
-import type { LaneHandle, TurnDeps } from './turn-deps';
+import { pendingInput, settleInput } from './settlement';
+import { Turn, type PendingInput } from './turn';
 import { archivedInput } from './turn-state';
-import type { TurnRunner } from './turn-runner';
 
 /** What happens to inputs dropped from a lane. */
 interface DropPlan {
@@ -16,12 +23,18 @@ interface DropPlan {
   archive: boolean;
 }
 
+/** What the scheduler runs a turn with. */
+export interface TurnRunnerLike {
+  run(turn: Turn, lane: LaneHandle): Promise<TurnConclusion>;
+}
+
 /**
- * Carries out the lanes' decisions: one lane per active session (gone when idle), at most one
- * running turn per session, sessions in parallel (S2, I1). Owns abort (S3), the stop-and-drop of
- * clearing, deletion and shutdown (S4, S7, S9), and `agent:queue` (S8).
+ * The engine's `SessionLanes`: carries out the lanes' decisions, one lane per active session
+ * (gone when idle), at most one running turn per session, sessions in parallel (S2, I1). Owns
+ * abort (S3), the stop-and-drop of clearing, deletion and shutdown (S4, S7, S9), and
+ * `agent:queue` (S8). A held session (its dispatcher says so) opens no turn.
  */
-export class TurnScheduler {
+export class TurnScheduler implements SessionLanes {
   private readonly logger = new Logger('TurnScheduler');
   private readonly lanes = new Map<string, SessionLane<PendingInput>>();
   private readonly turns = new Map<string, Turn>();
@@ -32,33 +45,31 @@ export class TurnScheduler {
   private seq = 0;
 
   constructor(
-    private readonly deps: TurnDeps,
-    private readonly runner: TurnRunner,
-    readonly holds: HoldTable,
+    private readonly ports: Pick<EnginePorts, 'events' | 'archive'>,
+    private readonly runner: TurnRunnerLike,
+    private readonly admission: LaneAdmission,
   ) {}
 
-  /** Hands a preprocessed input to its session's lane (synchronous). */
-  enter(input: PendingInput): void {
-    const sessionId = input.message.sessionId;
+  enter(message: IncomingMessage): Promise<Settlement> {
+    const input = pendingInput(message);
+    const sessionId = message.sessionId;
     let lane = this.lanes.get(sessionId);
     if (!lane) this.lanes.set(sessionId, (lane = new SessionLane<PendingInput>()));
-    lane.arrive({ seq: ++this.seq, source: input.message.source, payload: input });
+    lane.arrive({ seq: ++this.seq, source: message.source, payload: input });
     this.pump(sessionId);
     this.announce(sessionId);
+    return input.settlement.promise;
   }
 
-  /** The session's waiting inputs in arrival order (S8). */
   waiting(sessionId: string): IncomingMessage[] {
     return (this.lanes.get(sessionId)?.waitingInputs() ?? []).map((i) => i.payload.message);
   }
 
-  /** The running turn's id, if any. */
-  runningTurnId(sessionId: string): string | undefined {
+  runningTurn(sessionId: string): string | undefined {
     const turn = this.turns.get(sessionId);
     return turn && !turn.ended ? turn.id : undefined;
   }
 
-  /** Sessions with a lane (running or waiting). */
   activeSessions(): string[] {
     return [...this.lanes.keys()];
   }
@@ -81,15 +92,14 @@ export class TurnScheduler {
    * Stops the session's running turn (no `by`) and drops its waiting inputs, then resolves once
    * the turn has settled. Clearing and deletion do not archive what they drop; shutdown does.
    */
-  async stopSession(sessionId: string, reason: DropReason, why?: string): Promise<void> {
+  async stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
     const turn = this.turns.get(sessionId);
     this.dropWaiting(sessionId, reason, reason === 'shutdown');
     if (turn && !turn.ended) turn.abort({ reason: why ?? reason });
-    if (turn) await turn.settled.promise;
+    if (turn) await turn.settled;
   }
 
-  /** Opens turns that were waiting for a hold to be released. */
-  pumpAll(): void {
+  resume(): void {
     for (const sessionId of [...this.lanes.keys()]) {
       this.pump(sessionId);
       this.announce(sessionId);
@@ -114,26 +124,24 @@ export class TurnScheduler {
     }
   }
 
-  /** Archives dropped inputs without turn id when asked, then settles them (I9: a stream end each). */
+  /** Archives dropped inputs without turn id when asked, then settles them (I9). */
   private async carryOut(plan: DropPlan): Promise<void> {
     if (plan.archive) {
       try {
-        await this.deps.archive.append(plan.inputs.map((p) => archivedInput(p.message)));
+        await this.ports.archive.append(plan.inputs.map((p) => archivedInput(p.message)));
       } catch (error) {
         this.logger.error(
           `Could not archive ${plan.inputs.length} dropped input(s): ${String(error)}`,
         );
       }
     }
-    for (const p of plan.inputs) {
-      this.deps.events.emit('outbound:stream', { sessionId: p.message.sessionId, done: true });
-      p.settlement.resolve({ settled: 'dropped', reason: plan.reason });
-    }
+    const settlement: Settlement = { settled: 'dropped', reason: plan.reason };
+    for (const input of plan.inputs) void settleInput(this.ports.events, input, settlement);
   }
 
   private pump(sessionId: string): void {
     const lane = this.lanes.get(sessionId);
-    if (!lane || lane.running || this.holds.isHeld(sessionId)) return;
+    if (!lane || lane.running || this.admission.isHeld(sessionId)) return;
     const turnId = randomUUID();
     const opened = lane.openNext(turnId);
     if (opened) this.start(sessionId, turnId, lane, opened);
@@ -158,28 +166,22 @@ export class TurnScheduler {
       closeInsertions: () => lane.closeInsertions(turnId),
     };
     this.runner.run(turn, handle).then(
-      (result) => this.settle(turn, lane, result),
-      (error: unknown) => this.settle(turn, lane, { outcome: 'error', error: String(error) }),
+      (end) => this.settle(turn, lane, end),
+      (error: unknown) =>
+        this.settle(turn, lane, { turnId, outcome: 'error', error: String(error) }),
     );
   }
 
   private async settle(
     turn: Turn,
     lane: SessionLane<PendingInput>,
-    result: TurnResult,
+    end: TurnConclusion,
   ): Promise<void> {
     turn.ended = true;
-    const settlement: Settlement =
-      result.outcome === 'blocked'
-        ? { settled: 'dropped', reason: 'blocked' }
-        : {
-            settled: 'turn',
-            turnId: turn.id,
-            outcome: result.outcome,
-            ...(result.reply ? { reply: result.reply } : {}),
-            ...(result.error ? { error: result.error } : {}),
-          };
-    for (const member of turn.members) member.settlement.resolve(settlement);
+    const settlement: Settlement = end
+      ? { settled: 'turn', ...end }
+      : { settled: 'dropped', reason: 'blocked' };
+    for (const member of turn.members) void settleInput(this.ports.events, member, settlement);
     // Drops made while these are being archived (the turn is still the session's) join the loop,
     // so none is left behind for a later turn.
     for (let plans = this.takePlans(turn.sessionId); plans.length;) {
@@ -188,7 +190,7 @@ export class TurnScheduler {
     }
     lane.settle(turn.id);
     this.turns.delete(turn.sessionId);
-    turn.settled.resolve(result);
+    turn.markDone();
     this.pump(turn.sessionId);
     this.announce(turn.sessionId);
   }
@@ -206,7 +208,7 @@ export class TurnScheduler {
     if ((this.announced.get(sessionId) ?? '') === key) return;
     if (key) this.announced.set(sessionId, key);
     else this.announced.delete(sessionId);
-    this.deps.events.emit('agent:queue', {
+    this.ports.events.emit('agent:queue', {
       sessionId,
       waiting: waiting.map((i) => i.payload.message),
     });

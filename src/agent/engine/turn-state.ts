@@ -10,7 +10,18 @@ import { WellKnownMetadataKeys as K } from '../../contracts';
 import type { ResolvedModel } from '../../llm';
 import type { TokenEncoding, TokenEstimator } from '../../usage';
 import { speakerContent, TURN_INPUT_FLAG } from '../../prompt';
+import type { ResolvedAgentOptions } from '../agent.options';
 import type { Turn } from './turn';
+
+/** The reply as finalised by `agent:reply:before`. */
+export interface FinalReply {
+  /** What is sent to the session; empty = silent. */
+  visible: string;
+  /** What is persisted. */
+  stored: string;
+  /** Decoded visible text of a structured-output envelope, when it differs from `stored`. */
+  visibleContent?: string;
+}
 
 /** Everything a running turn accumulates; owned by one turn runner call. */
 export class TurnState {
@@ -34,9 +45,8 @@ export class TurnState {
   promptTokens = 0;
   completionTokens = 0;
   reasoning: string[] = [];
-  streamEnded = false;
-  /** Whether `agent:turn:start` went out. */
-  announced = false;
+  /** The opening inputs as model messages, built once when they are archived. */
+  openingMessages: ModelMessage[] = [];
   /** The turn's timeline (P1): streamed text and reasoning, tool calls with their callId. */
   readonly segments: ContentSegment[] = [];
 
@@ -90,6 +100,11 @@ export class TurnState {
   get historyMessages(): number {
     return this.historyBase + this.historyAdded;
   }
+}
+
+/** The session's history count limit (U6). */
+export function historyLimitOf(options: ResolvedAgentOptions, state: TurnState): number {
+  return state.settings?.historyLimit ?? options.historyLimit;
 }
 
 /** The persisted form of an input (P3): with turn id and entry when it entered a turn. */

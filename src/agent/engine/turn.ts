@@ -1,24 +1,15 @@
-import type {
-  AbortOptions,
-  IncomingMessage,
-  Settlement,
-  TurnInput,
-  TurnOutcome,
-} from '../../contracts';
-import { Deferred } from './deferred';
+import type { AbortOptions, IncomingMessage, Settlement, TurnInput } from '../../contracts';
+import type { Deferred } from './deferred';
 
-/** An input on its way: the message after preprocessing and its settlement. */
+/**
+ * An input inside the lanes: the message after preprocessing, its settlement (resolved only by
+ * `settleInput`) and, once it entered a turn, that turn's id.
+ */
 export interface PendingInput {
   message: IncomingMessage;
   settlement: Deferred<Settlement>;
-}
-
-/** How a turn ended, as the scheduler needs it. */
-export interface TurnResult {
-  /** `blocked`: an `agent:turn:before` middleware did not call `next`. */
-  outcome: TurnOutcome | 'blocked';
-  reply?: string;
-  error?: string;
+  /** Set when the input opens or joins a turn: the turn's stream-end marker is then its own. */
+  turnId?: string;
 }
 
 /**
@@ -27,13 +18,17 @@ export interface TurnResult {
  */
 export class Turn {
   readonly controller = new AbortController();
-  readonly settled = new Deferred<TurnResult>();
+  /** Resolves once the turn has settled (its inputs too). */
+  readonly settled: Promise<void>;
   /** Set once the runner has returned (the turn has ended, bookkeeping done). */
   ended = false;
   /** Who stopped it and why (the first stop wins). */
   stop?: Pick<AbortOptions, 'by' | 'reason'>;
   /** Pending inputs of the turn, index-aligned with `inputs`. */
   readonly members: PendingInput[] = [];
+  /** Whether the turn's stream-end marker went out (I9: once per turn). */
+  streamEnded = false;
+  private markSettled!: () => void;
 
   constructor(
     readonly id: string,
@@ -42,15 +37,18 @@ export class Turn {
     readonly source: string | undefined,
     /** Live: joined inputs are appended (H1). */
     readonly inputs: TurnInput[] = [],
-  ) {}
+  ) {
+    this.settled = new Promise<void>((resolve) => (this.markSettled = resolve));
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
-  /** Adds an input (opening or joined). */
+  /** Adds an input (opening or joined); from now on it belongs to this turn. */
   add(input: PendingInput): TurnInput {
     const turnInput: TurnInput = { message: input.message };
+    input.turnId = this.id;
     this.members.push(input);
     this.inputs.push(turnInput);
     return turnInput;
@@ -62,5 +60,10 @@ export class Turn {
     this.stop = stop;
     this.controller.abort();
     return true;
+  }
+
+  /** The turn and its inputs have settled. */
+  markDone(): void {
+    this.markSettled();
   }
 }

@@ -1,17 +1,13 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { EventEmitter2 } from '@nestjs/event-emitter';
 import { AgentService } from '../../agent';
 import {
   HistoryStore,
   ModelNotFoundError,
   SessionNotFoundError,
-  SessionStore,
   type AbortOptions,
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
-  type SessionDeletedEvent,
-  type SessionStore as SessionStorePort,
   type TokenUsageEvent,
 } from '../../contracts';
 import { ModelRefusedException } from '../http/api-error';
@@ -34,9 +30,7 @@ export class AgentApiService {
 
   constructor(
     private readonly agent: AgentService,
-    private readonly emitter: EventEmitter2,
     @Inject(HistoryStore) private readonly history: HistoryStorePort,
-    @Inject(SessionStore) private readonly sessions: SessionStorePort,
   ) {}
 
   /**
@@ -55,9 +49,9 @@ export class AgentApiService {
     return { accepted: true };
   }
 
-  /** S3: stops the session's running turn. */
-  abort(sessionId: string, options: AbortOptions): { stopped: boolean } {
-    return { stopped: this.agent.abort(sessionId, options) };
+  /** S3: stops the session's running turn; answers as the instance running it does. */
+  async abort(sessionId: string, options: AbortOptions): Promise<{ stopped: boolean }> {
+    return { stopped: await this.agent.abortAsync(sessionId, options) };
   }
 
   /**
@@ -75,25 +69,12 @@ export class AgentApiService {
 
   /** S4: clears the history of the sessions (all when `sessionIds` is undefined). */
   async clear(sessionIds: string[] | undefined, reason?: string): Promise<ClearedResponse> {
-    const ids = sessionIds ? [...new Set(sessionIds)] : undefined;
-    await this.agent.clearing(
-      ids,
-      async () => {
-        if (!ids) return this.history.clear();
-        for (const id of ids) await this.history.clear(id);
-      },
-      reason,
-    );
-    return { cleared: ids ?? 'all' };
+    return { cleared: await this.agent.clearHistory(sessionIds, reason) };
   }
 
   /** S7: deletes a session: `session:deleted` listeners, its history, its settings. */
-  async deleteSession(sessionId: string): Promise<void> {
-    await this.agent.clearing([sessionId], async () => {
-      await this.emitter.emitAsync('session:deleted', { sessionId } satisfies SessionDeletedEvent);
-      await this.history.deleteSession(sessionId);
-      await this.sessions.delete(sessionId);
-    });
+  deleteSession(sessionId: string): Promise<void> {
+    return this.agent.deleteSession(sessionId);
   }
 
   /** S8: the session's waiting inputs. */

@@ -62,7 +62,7 @@ export class SessionsController {
     @Param('sessionId', SessionIdPipe) sessionId: string,
     @Body() body: AbortDto,
     @Caller() caller: Actor | undefined,
-  ): StoppedResponse {
+  ): Promise<StoppedResponse> {
     return this.api.abort(sessionId, mapAbortOptions(body, caller));
   }
 

@@ -1,15 +1,15 @@
 import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { OnEvent } from '@nestjs/event-emitter';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AgentInstrumentation, type ModelCallInfo } from '../../agent';
 import type {
+  ChatResponse,
   OutgoingMessage,
   QueueEvent,
   TokenUsageEvent,
   TurnEndEvent,
   TurnStartEvent,
 } from '../../contracts';
-import { ModelRegistry } from '../../llm';
-import { observeModelCalls, type ModelCallObservation } from './model-call.observer';
 
 const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -71,7 +71,7 @@ export class AgentMetrics implements OnModuleInit, OnModuleDestroy {
     registers: [this.registry],
   });
 
-  constructor(private readonly models: ModelRegistry) {
+  constructor(private readonly instrumentation: AgentInstrumentation) {
     const gauge = (name: string, help: string, read: () => number) => {
       const metric: Gauge = new Gauge({
         name,
@@ -96,9 +96,9 @@ export class AgentMetrics implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleInit(): void {
-    for (const provider of this.models.list()) {
-      this.unobserve.push(observeModelCalls(provider, (o) => this.onModelCall(o)));
-    }
+    this.unobserve.push(
+      this.instrumentation.use({ modelCall: (info, run) => this.timeModelCall(info, run) }),
+    );
   }
 
   onModuleDestroy(): void {
@@ -163,11 +163,28 @@ export class AgentMetrics implements OnModuleInit, OnModuleDestroy {
     this.replies.inc({ source: String(event.source) });
   }
 
-  private onModelCall(o: ModelCallObservation): void {
-    this.modelCallSeconds.observe({ provider: o.provider, status: o.status }, o.seconds);
-    const completion = o.usage?.completionTokens;
-    if (typeof completion === 'number' && Number.isFinite(completion) && completion > 0) {
-      this.tokens.inc({ kind: 'completion' }, completion);
+  /** Times one model call (the whole answer, streamed or not) and counts its completion. */
+  private async timeModelCall(
+    info: ModelCallInfo,
+    run: () => Promise<ChatResponse>,
+  ): Promise<ChatResponse> {
+    const startedAt = performance.now();
+    const observe = (status: 'ok' | 'error' | 'aborted') =>
+      this.modelCallSeconds.observe(
+        { provider: info.provider, status },
+        (performance.now() - startedAt) / 1000,
+      );
+    try {
+      const response = await run();
+      observe('ok');
+      const completion = response?.usage?.completionTokens;
+      if (typeof completion === 'number' && Number.isFinite(completion) && completion > 0) {
+        this.tokens.inc({ kind: 'completion' }, completion);
+      }
+      return response;
+    } catch (error) {
+      observe(info.signal.aborted ? 'aborted' : 'error');
+      throw error;
     }
   }
 }

@@ -1,15 +1,13 @@
 import type { ModelMessage, ToolDefinition } from '../../../../src/contracts';
-import { classifyMessage, TokenEstimator } from '../../../../src/usage';
+import { classifyMessage } from '../../../../src/usage';
 import { budgetOf, fitCall } from '../../../../src/agent/engine/context-fit';
+import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
 import {
-  failOnUnmockedCalls,
   newHistoryMessage,
   newInputMessage,
   newState,
   newSystemMessage,
-  newTurnDeps,
   ScriptedModel,
-  type TurnDepsOptions,
 } from '../../../support/turn-fixtures';
 
 /** A history of `n` alternating user/assistant messages of about `words` tokens each. */
@@ -30,21 +28,10 @@ const bigTool: ToolDefinition = {
 };
 
 describe('fitCall (context fit)', () => {
-  let estimator: TokenEstimator;
+  const spec = useEngineSpec();
 
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-
-  function setup(options: TurnDepsOptions = {}) {
-    const { deps } = newTurnDeps(estimator, options);
-    const state = newState(deps);
+  function setup(options: TurnStateOptions = {}) {
+    const { deps, state } = spec.turnState(options);
     const encoding = deps.estimator.encodingFor('scripted-model');
     const count = (m: ModelMessage) => deps.estimator.countMessage(m, encoding);
     /** The U4 quantity: history + tool-result tokens of a list. */

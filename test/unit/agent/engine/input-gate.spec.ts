@@ -1,16 +1,20 @@
 import { HookRegistry } from '../../../../src/hooks';
 import {
   InvalidInputError,
+  type Admission,
   type IncomingMessage,
   type NewMessage,
   type WorkDispatcher,
 } from '../../../../src/contracts';
+import { HoldTable } from '../../../../src/distribution/hold-table';
+import { AgentInstrumentation } from '../../../../src/agent/instrumentation';
 import { Deferred } from '../../../../src/agent/engine/deferred';
-import { HoldTable } from '../../../../src/agent/engine/holds';
-import { InputGate } from '../../../../src/agent/engine/input-gate';
-import type { TurnDeps } from '../../../../src/agent/engine/turn-deps';
+import { InputGate, type GatePorts } from '../../../../src/agent/engine/input-gate';
 
-/** The gate against stub stores whose generation reads can be held, and a recording dispatcher. */
+/**
+ * The gate against stub stores whose generation reads can be held, and a recording dispatcher
+ * whose holds are a real `HoldTable`: it refuses inputs of a held session, as dispatchers do.
+ */
 function setup() {
   const reads: Deferred<number>[] = [];
   let holdReads = false;
@@ -36,14 +40,19 @@ function setup() {
       },
     },
     events: { emit: () => undefined },
-  } as unknown as TurnDeps;
+    instrumentation: new AgentInstrumentation(),
+  } as unknown as GatePorts;
   const dispatcher = {
-    submit: (message: IncomingMessage) => {
+    whenFree: (sessionId: string, signal?: AbortSignal) => holds.whenFree(sessionId, signal),
+    submit: (message: IncomingMessage): Promise<Admission> => {
+      if (holds.isHeld(message.sessionId)) {
+        return Promise.resolve({ accepted: false, reason: 'held' });
+      }
       entered.push(message);
-      return new Promise(() => undefined);
+      return Promise.resolve({ accepted: true, settlement: new Promise(() => undefined) });
     },
   } as unknown as WorkDispatcher;
-  const gate = new InputGate(deps, dispatcher, holds);
+  const gate = new InputGate(deps, dispatcher);
   return {
     gate,
     holds,

@@ -1,58 +1,58 @@
 import {
   ControlKinds,
   WellKnownMetadataKeys as K,
-  type IncomingMessage,
   type Message,
   type NewMessage,
-  type SessionSettings,
   type TurnAfterContext,
+  type TurnOutcome,
 } from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import { HoldTable } from '../../../../src/agent/engine/holds';
+import type { Turn } from '../../../../src/agent/engine/turn';
 import { TurnRunner } from '../../../../src/agent/engine/turn-runner';
 import { TurnScheduler } from '../../../../src/agent/engine/turn-scheduler';
+import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
 import {
   answers,
   echoAppend,
-  failOnUnmockedCalls,
   HeldAnswer,
-  newPending,
+  newIncoming,
   newToolCall,
   newTurn,
-  newTurnDeps,
   ScriptedModel,
   SESSION_ID,
-  spyOnLogger,
   useMemoryLog,
-  type TurnDepsOptions,
 } from '../../../support/turn-fixtures';
 
 const alice = { platform: 'im', userId: 'alice' };
 const meta = (m: Message, key: string) => m.metadata[key];
 
+/** What the runner returns for a turn that ended without a reply. */
+const unanswered = (turn: Turn, outcome: TurnOutcome, error?: string) => ({
+  turnId: turn.id,
+  outcome,
+  reply: undefined,
+  error,
+});
+
+/** The notice (`[error]` or `[system]`) a turn sends its session instead of a reply. */
+const noticeOf = (turn: Turn, content: string) => ({
+  sessionId: SESSION_ID,
+  turnId: turn.id,
+  content,
+  source: 'system',
+  platform: 'web',
+});
+
 describe('TurnRunner', () => {
-  let estimator: TokenEstimator;
+  const spec = useEngineSpec();
+  const logger = spec.logs;
 
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-  const logger = spyOnLogger();
-
-  interface Setup extends TurnDepsOptions {
-    inputs?: Partial<IncomingMessage>[];
-    settings?: Partial<SessionSettings>;
+  interface Setup extends TurnStateOptions {
     /** Messages already in the session's history. */
     history?: Omit<NewMessage, 'sessionId'>[];
   }
 
   async function setup(options: Setup = {}) {
-    const { deps, mocks, provider } = newTurnDeps(estimator, options);
+    const { deps, mocks, provider } = spec.turnDeps(options);
     const log = useMemoryLog(mocks);
     if (options.history) {
       await log.append(options.history.map((m) => ({ sessionId: SESSION_ID, ...m })));
@@ -91,7 +91,12 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'replied', reply: 'Hi!', error: undefined });
+      expect(result).toEqual({
+        turnId: turn.id,
+        outcome: 'replied',
+        reply: 'Hi!',
+        error: undefined,
+      });
       const [input, reply] = await stored();
       expect(await stored()).toHaveLength(2);
       expect(input).toMatchObject({ role: 'user', content: 'Hello there' });
@@ -213,7 +218,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'blocked' });
+      expect(result).toBeUndefined();
       expect(mocks.archive.append).not.toHaveBeenCalled();
       expect(mocks.sessions.get).not.toHaveBeenCalled();
       expect(mocks.sessions.update).not.toHaveBeenCalled();
@@ -236,17 +241,9 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'error', reply: undefined, error: notice });
+      expect(result).toEqual(unanswered(turn, 'error', notice));
       expect(provider.requests).toHaveLength(0);
-      expect(mocks.events.of('outbound:message')).toEqual([
-        {
-          sessionId: SESSION_ID,
-          turnId: turn.id,
-          content: notice,
-          source: 'system',
-          platform: 'web',
-        },
-      ]);
+      expect(mocks.events.of('outbound:message')).toEqual([noticeOf(turn, notice)]);
       const history = await stored();
       expect(history).toEqual([
         expect.objectContaining({
@@ -333,7 +330,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result.outcome).toBe('replied');
+      expect(result?.outcome).toBe('replied');
       expect(turnAfter).toHaveBeenCalledTimes(1);
       expect(logger.warn).toHaveBeenCalledWith(expect.stringContaining('has no settings'));
     });
@@ -347,16 +344,8 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'error', reply: undefined, error: notice });
-      expect(mocks.events.of('outbound:message')).toEqual([
-        {
-          sessionId: SESSION_ID,
-          turnId: turn.id,
-          content: notice,
-          source: 'system',
-          platform: 'web',
-        },
-      ]);
+      expect(result).toEqual(unanswered(turn, 'error', notice));
+      expect(mocks.events.of('outbound:message')).toEqual([noticeOf(turn, notice)]);
       const [input, marker, ...rest] = await stored();
       expect(rest).toEqual([]);
       expect(input).toMatchObject({
@@ -379,7 +368,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result.error).toBe(
+      expect(result?.error).toBe(
         '[system] Model "gpt-nowhere" is not served by any configured provider (available: scripted/scripted-model).',
       );
     });
@@ -394,7 +383,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'silent', reply: undefined, error: undefined });
+      expect(result).toEqual(unanswered(turn, 'silent'));
       expect(mocks.events.of('outbound:message')).toEqual([]);
       const [, marker] = await stored();
       expect(marker).toMatchObject({
@@ -420,7 +409,7 @@ describe('TurnRunner', () => {
       held.answer({ contentDelta: ' a time' });
       const result = await running;
 
-      expect(result).toEqual({ outcome: 'aborted', reply: undefined, error: undefined });
+      expect(result).toEqual(unanswered(turn, 'aborted'));
       expect(mocks.events.of('outbound:message')).toEqual([]);
       const [, stop, marker] = await stored();
       expect(stop).toMatchObject({
@@ -449,7 +438,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result.outcome).toBe('aborted');
+      expect(result?.outcome).toBe('aborted');
       expect(provider.requests).toHaveLength(0);
       expect((await stored()).map((m) => m.kind ?? m.role)).toEqual([
         'user',
@@ -465,16 +454,8 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result).toEqual({ outcome: 'error', reply: undefined, error: notice });
-      expect(mocks.events.of('outbound:message')).toEqual([
-        {
-          sessionId: SESSION_ID,
-          turnId: turn.id,
-          content: notice,
-          source: 'system',
-          platform: 'web',
-        },
-      ]);
+      expect(result).toEqual(unanswered(turn, 'error', notice));
+      expect(mocks.events.of('outbound:message')).toEqual([noticeOf(turn, notice)]);
       expect((await stored()).at(-1)?.metadata[K.TurnRecord]).toEqual({
         outcome: 'error',
         error: notice,
@@ -493,7 +474,7 @@ describe('TurnRunner', () => {
 
       const result = await run();
 
-      expect(result.outcome).toBe('silent');
+      expect(result?.outcome).toBe('silent');
       expect(logger.error).toHaveBeenCalledWith(expect.stringContaining('database locked'));
       expect(turnAfter).toHaveBeenCalledTimes(1);
       expect(streamEnds()).toHaveLength(1);
@@ -511,7 +492,7 @@ describe('TurnRunner', () => {
 
         const result = await run();
 
-        expect(result.outcome).toBe(outcome);
+        expect(result?.outcome).toBe(outcome);
         expect(streamEnds()).toEqual([{ sessionId: SESSION_ID, turnId: turn.id, done: true }]);
       },
     );
@@ -522,10 +503,8 @@ describe('TurnRunner', () => {
     async function settle(configure: (t: Awaited<ReturnType<typeof setup>>) => void) {
       const t = await setup();
       configure(t);
-      const scheduler = new TurnScheduler(t.deps, t.sut, new HoldTable());
-      const input = newPending();
-      scheduler.enter(input);
-      return { scheduler, settlement: input.settlement.promise };
+      const scheduler = new TurnScheduler(t.deps, t.sut, { isHeld: () => false });
+      return { scheduler, settlement: scheduler.enter(newIncoming()) };
     }
 
     it.each([

@@ -1,10 +1,16 @@
-import type { IncomingMessage, Message, NewMessage, Settlement } from '../../../../src/contracts';
+import type {
+  IncomingMessage,
+  Message,
+  NewMessage,
+  Settlement,
+  TurnEnd,
+} from '../../../../src/contracts';
+import { HoldTable } from '../../../../src/distribution/hold-table';
+import type { TurnConclusion } from '../../../../src/agent/instrumentation';
 import { Deferred } from '../../../../src/agent/engine/deferred';
-import { HoldTable } from '../../../../src/agent/engine/holds';
-import type { LaneHandle, TurnDeps } from '../../../../src/agent/engine/turn-deps';
-import { Turn, type PendingInput, type TurnResult } from '../../../../src/agent/engine/turn';
-import type { TurnRunner } from '../../../../src/agent/engine/turn-runner';
-import { TurnScheduler } from '../../../../src/agent/engine/turn-scheduler';
+import type { EnginePorts, LaneHandle } from '../../../../src/agent/engine/ports';
+import type { Turn } from '../../../../src/agent/engine/turn';
+import { TurnScheduler, type TurnRunnerLike } from '../../../../src/agent/engine/turn-scheduler';
 
 /**
  * The scheduler against a scripted runner and archive: each turn runs until the test ends it,
@@ -12,14 +18,14 @@ import { TurnScheduler } from '../../../../src/agent/engine/turn-scheduler';
  * hit on purpose.
  */
 function setup() {
-  const runs: { turn: Turn; lane: LaneHandle; end: Deferred<TurnResult> }[] = [];
-  const runner = {
-    run: (turn: Turn, lane: LaneHandle) => {
-      const end = new Deferred<TurnResult>();
+  const runs: { turn: Turn; lane: LaneHandle; end: Deferred<TurnConclusion> }[] = [];
+  const runner: TurnRunnerLike = {
+    run: (turn, lane) => {
+      const end = new Deferred<TurnConclusion>();
       runs.push({ turn, lane, end });
       return end.promise;
     },
-  } as unknown as TurnRunner;
+  };
   const archived: NewMessage[] = [];
   let gate: Deferred<void> | undefined;
   const events: { name: string; payload: any }[] = [];
@@ -36,18 +42,20 @@ function setup() {
       },
     },
     events: { emit: (name: string, payload: unknown) => events.push({ name, payload }) },
-  } as unknown as TurnDeps;
-  const scheduler = new TurnScheduler(deps, runner, new HoldTable());
+  } as unknown as Pick<EnginePorts, 'archive' | 'events'>;
+  const holds = new HoldTable();
+  const scheduler = new TurnScheduler(deps, runner, { isHeld: (id) => holds.isHeld(id) });
   const settled = new Map<string, Settlement>();
   const enter = (message: IncomingMessage) => {
-    const settlement = new Deferred<Settlement>();
-    void settlement.promise.then((s) => settled.set(message.content, s));
-    const input: PendingInput = { message, settlement };
-    scheduler.enter(input);
+    void scheduler.enter(message).then((s) => settled.set(message.content, s));
   };
+  /** Ends the `index`th turn with `outcome`. */
+  const endTurn = (index: number, outcome: TurnEnd['outcome']) =>
+    runs[index].end.resolve({ turnId: runs[index].turn.id, outcome });
   return {
     scheduler,
     runs,
+    endTurn,
     archived,
     events,
     settled,
@@ -71,7 +79,7 @@ describe('TurnScheduler', () => {
     t.enter(job('C1'));
     expect(t.scheduler.abort('s', { queued: true })).toBe(true);
     t.holdArchive();
-    t.runs[0].end.resolve({ outcome: 'aborted' });
+    t.endTurn(0, 'aborted');
     await flush();
     // T1 has ended; C1 is being archived. C2 arrives and is dropped in this gap.
     expect(t.settled.get('H1')).toMatchObject({ settled: 'turn', outcome: 'aborted' });
@@ -93,10 +101,10 @@ describe('TurnScheduler', () => {
     t.enter(job('C1'));
     t.scheduler.abort('s', { queued: true });
     t.holdArchive();
-    t.runs[0].end.resolve({ outcome: 'aborted' });
+    t.endTurn(0, 'aborted');
     await flush();
     t.enter(job('C2'));
-    const stopped = t.scheduler.stopSession('s', 'shutdown');
+    const stopped = t.scheduler.stop('s', 'shutdown');
     t.releaseArchive();
     await stopped;
     expect(t.settled.get('C2')).toEqual({ settled: 'dropped', reason: 'shutdown' });
@@ -108,12 +116,12 @@ describe('TurnScheduler', () => {
     const t = setup();
     t.enter(human('H1'));
     t.enter(job('C1'));
-    const stopped = t.scheduler.stopSession('s', 'cleared');
+    const stopped = t.scheduler.stop('s', 'cleared');
     await Promise.resolve();
     expect(t.settled.get('C1')).toEqual({ settled: 'dropped', reason: 'cleared' });
     expect(t.runs[0].turn.signal.aborted).toBe(true);
     expect(t.settled.has('H1')).toBe(false);
-    t.runs[0].end.resolve({ outcome: 'aborted' });
+    t.endTurn(0, 'aborted');
     await stopped;
     expect(t.settled.get('H1')).toMatchObject({ outcome: 'aborted' });
     expect(t.archived).toEqual([]);
@@ -136,7 +144,7 @@ describe('TurnScheduler', () => {
     t.enter(human('H2'));
     t.enter(job('C1'));
     expect(t.runs[0].lane.takePending().map((p) => p.message.content)).toEqual(['H2']);
-    t.runs[0].end.resolve({ outcome: 'replied' });
+    t.endTurn(0, 'replied');
     await flush();
     const queues = t.events
       .filter((e) => e.name === 'agent:queue')

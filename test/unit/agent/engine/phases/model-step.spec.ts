@@ -2,58 +2,32 @@ import {
   TurnAbortedError,
   type ModelMessage,
   type ToolDefinition,
-} from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import { callModel } from '../../../../src/agent/engine/model-step';
+} from '../../../../../src/contracts';
+import { callModel } from '../../../../../src/agent/engine/phases/model-step';
+import { useEngineSpec, type TurnStateOptions } from '../../../../support/engine-spec';
 import {
   answers,
-  failOnUnmockedCalls,
+  ECHO_DEFINITION,
   HeldAnswer,
-  newIncoming,
-  newState,
   newSystemMessage,
   newToolCall,
-  newTurn,
-  newTurnDeps,
   ScriptedModel,
   SESSION_ID,
-  type TurnDepsOptions,
-} from '../../../support/turn-fixtures';
-
-const echoDefinition: ToolDefinition = {
-  name: 'echo',
-  description: 'Echoes its text',
-  parameters: { type: 'object', properties: { text: { type: 'string' } } },
-};
+} from '../../../../support/turn-fixtures';
 
 describe('callModel (model step)', () => {
-  let estimator: TokenEstimator;
+  const spec = useEngineSpec();
 
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-
-  function setup(options: TurnDepsOptions & { settings?: { think?: boolean } } = {}) {
-    const { deps, mocks, provider } = newTurnDeps(estimator, options);
-    const turn = newTurn([{ content: 'Draw me a cat' }]);
-    const state = newState(deps, turn, options.settings);
+  function setup(options: TurnStateOptions = {}) {
+    const fixture = spec.turnState({ inputs: [{ content: 'Draw me a cat' }], ...options });
     const messages: ModelMessage[] = [
       newSystemMessage(),
       { role: 'user', content: 'Draw me a cat' },
     ];
     return {
+      ...fixture,
       sut: (list: ModelMessage[] = messages, tools: ToolDefinition[] = []) =>
-        callModel(deps, state, list, tools),
-      mocks,
-      provider,
-      turn,
-      state,
+        callModel(fixture.deps, fixture.state, list, tools),
     };
   }
 
@@ -151,9 +125,9 @@ describe('callModel (model step)', () => {
       const { sut, provider } = setup();
       provider.script(answers.text('ok'));
 
-      await sut(undefined, [echoDefinition]);
+      await sut(undefined, [ECHO_DEFINITION]);
 
-      expect(provider.requests[0].tools).toEqual([echoDefinition]);
+      expect(provider.requests[0].tools).toEqual([ECHO_DEFINITION]);
     });
 
     it('leaves the tools out for a model without tool support', async () => {
@@ -162,7 +136,7 @@ describe('callModel (model step)', () => {
       });
       provider.script(answers.text('ok'));
 
-      await sut(undefined, [echoDefinition]);
+      await sut(undefined, [ECHO_DEFINITION]);
 
       expect(provider.requests[0].tools).toBeUndefined();
     });
@@ -191,7 +165,7 @@ describe('callModel (model step)', () => {
         'a per-model capability override says so',
         { agent: { modelCapabilities: { 'scripted-model': { vision: true } } } },
       ],
-    ])('H2: images are kept when %s', async (_case, options: TurnDepsOptions) => {
+    ])('H2: images are kept when %s', async (_case, options: TurnStateOptions) => {
       const { sut, provider } = setup(options);
       const withImage: ModelMessage = {
         role: 'user',
@@ -325,11 +299,12 @@ describe('callModel (model step)', () => {
   });
 
   it('T1: chunks name the session of the turn', async () => {
-    const { deps, mocks, provider } = newTurnDeps(estimator);
-    const turn = newTurn([newIncoming({ sessionId: 'other-session' })]);
+    const { deps, mocks, provider, turn, state } = spec.turnState({
+      inputs: [{ sessionId: 'other-session' }],
+    });
     provider.script(answers.text('hi'));
 
-    await callModel(deps, newState(deps, turn), [{ role: 'user', content: 'x' }], []);
+    await callModel(deps, state, [{ role: 'user', content: 'x' }], []);
 
     expect(mocks.events.of('outbound:stream')).toEqual([
       { sessionId: 'other-session', turnId: turn.id, delta: 'hi' },

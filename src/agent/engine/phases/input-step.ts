@@ -1,23 +1,28 @@
-import type { IncomingMessage, ModelMessage } from '../../contracts';
-import type { LaneHandle, TurnDeps } from './turn-deps';
-import { archivedInput, inputToModelMessage, type TurnState } from './turn-state';
+import type { IncomingMessage, ModelMessage } from '../../../contracts';
+import type { EnginePorts, LaneHandle } from '../ports';
+import { archivedInput, inputToModelMessage, type TurnState } from '../turn-state';
+
+/** What archiving inputs uses. */
+export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator'>;
 
 /**
- * Archives the opening inputs in order with the turn id and entry `opened` (P3) and sets each
- * `TurnInput.archived` (H1).
+ * Archives the opening inputs in order with the turn id and entry `opened` (P3), sets each
+ * `TurnInput.archived` (H1) and keeps their model messages for the prompt.
  */
-export async function archiveOpening(deps: TurnDeps, state: TurnState): Promise<void> {
+export async function archiveOpening(ports: InputStepPorts, state: TurnState): Promise<void> {
   const { turn } = state;
-  const stored = await deps.archive.append(
-    turn.inputs.map((i) =>
+  const models = turn.inputs.map((i) => asModel(state, i.message));
+  const stored = await ports.archive.append(
+    turn.inputs.map((i, at) =>
       archivedInput(
         i.message,
         { turnId: turn.id, entry: 'opened' },
-        state.countFor(deps.estimator, asModel(state, i.message)),
+        state.countFor(ports.estimator, models[at]),
       ),
     ),
   );
   stored.forEach((m, i) => (turn.inputs[i].archived = m));
+  state.openingMessages = models;
   state.persistedAny = true;
 }
 
@@ -26,7 +31,7 @@ export async function archiveOpening(deps: TurnDeps, state: TurnState): Promise<
  * inputs, archived with entry `joined`, and added to the working list as user messages.
  */
 export async function joinPending(
-  deps: TurnDeps,
+  ports: InputStepPorts,
   state: TurnState,
   lane: LaneHandle,
 ): Promise<void> {
@@ -35,12 +40,12 @@ export async function joinPending(
   const { turn } = state;
   const added = joining.map((p) => turn.add(p));
   const models = joining.map((p) => asModel(state, p.message));
-  const stored = await deps.archive.append(
+  const stored = await ports.archive.append(
     joining.map((p, i) =>
       archivedInput(
         p.message,
         { turnId: turn.id, entry: 'joined' },
-        state.countFor(deps.estimator, models[i]),
+        state.countFor(ports.estimator, models[i]),
       ),
     ),
   );

@@ -7,58 +7,33 @@ import {
   type ToolCall,
   type ToolCallContext,
   type ToolSpec,
-} from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import { Deferred } from '../../../../src/agent/engine/deferred';
+} from '../../../../../src/contracts';
+import { Deferred } from '../../../../../src/agent/engine/deferred';
+import { runToolCalls } from '../../../../../src/agent/engine/phases/tool-step';
+import { useEngineSpec } from '../../../../support/engine-spec';
 import {
   echoAppend,
-  failOnUnmockedCalls,
-  newState,
+  newEchoTool,
   newToolCall,
-  newTurn,
-  newTurnDeps,
   ScriptedModel,
   SESSION_ID,
   type TurnDepsOptions,
-} from '../../../support/turn-fixtures';
-import { runToolCalls } from '../../../../src/agent/engine/tool-executor';
+} from '../../../../support/turn-fixtures';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** A tool that records its calls and answers `{ echoed: text }`. */
-function newEchoTool(seen: { args: unknown; ctx: ToolCallContext }[] = []): ToolSpec {
-  return {
-    name: 'echo',
-    description: 'Echoes its text',
-    parameters: { type: 'object', properties: { text: { type: 'string' } } },
-    handler: (args: { text?: string }, ctx) => {
-      seen.push({ args, ctx });
-      return { echoed: args.text };
-    },
-  };
-}
-
 describe('runToolCalls (tool executor)', () => {
-  let estimator: TokenEstimator;
-
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
+  const spec = useEngineSpec();
 
   function setup(
     options: TurnDepsOptions & { lead?: Partial<IncomingMessage>; tools?: ToolSpec[] } = {},
   ) {
-    const { deps, mocks } = newTurnDeps(estimator, options);
+    const { deps, mocks, turn, state } = spec.turnState({
+      ...options,
+      inputs: [options.lead ?? {}],
+    });
     mocks.archive.append.mockImplementation(echoAppend);
     for (const tool of options.tools ?? []) deps.tools.register(tool);
-    const turn = newTurn([options.lead ?? {}]);
-    const state = newState(deps, turn);
     const appended = () => mocks.archive.append.mock.calls.map(([messages]) => messages);
     return {
       sut: (toolCalls: ToolCall[], content = '', reasoningContent?: string) =>

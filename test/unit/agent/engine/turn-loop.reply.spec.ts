@@ -4,20 +4,14 @@ import {
   type IncomingMessage,
   type ReplyBeforeContext,
 } from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import { finaliseReply } from '../../../../src/agent/engine/reply-finaliser';
-import type { FinalAnswer } from '../../../../src/agent/engine/step-loop';
+import { finaliseReply, type FinalAnswer } from '../../../../src/agent/engine/turn-loop';
+import { useEngineSpec } from '../../../support/engine-spec';
 import {
   answers,
   echoAppend,
-  failOnUnmockedCalls,
   newInputMessage,
-  newState,
   newSystemMessage,
-  newTurn,
-  newTurnDeps,
   SESSION_ID,
-  spyOnLogger,
 } from '../../../support/turn-fixtures';
 
 const DEFAULT_FEEDBACK =
@@ -36,23 +30,12 @@ function validator(invalid: (content: string) => boolean, maxRetries = 2, feedba
 }
 
 describe('finaliseReply (reply finaliser)', () => {
-  let estimator: TokenEstimator;
-
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-  spyOnLogger();
+  const spec = useEngineSpec();
 
   function setup(options: { lead?: Partial<IncomingMessage>; historyBase?: number } = {}) {
-    const { deps, mocks, provider } = newTurnDeps(estimator);
-    const turn = newTurn([{ content: 'Give me JSON', ...options.lead }]);
-    const state = newState(deps, turn);
+    const { deps, mocks, provider, turn, state } = spec.turnState({
+      inputs: [{ content: 'Give me JSON', ...options.lead }],
+    });
     state.calls = 1;
     state.historyBase = options.historyBase ?? 0;
     const sent = {

@@ -8,10 +8,16 @@ import {
   type ToolBeforeContext,
   type ToolCall,
   type ToolCallContext,
-} from '../../contracts';
-import { toolError, type ToolResult } from '../tools';
-import type { TurnDeps } from './turn-deps';
-import type { TurnState } from './turn-state';
+} from '../../../contracts';
+import { toolError, type ToolResult } from '../../tools';
+import type { EnginePorts } from '../ports';
+import type { TurnState } from '../turn-state';
+
+/** What running tool calls uses. */
+export type ToolStepPorts = Pick<
+  EnginePorts,
+  'hooks' | 'events' | 'tools' | 'archive' | 'estimator' | 'instrumentation'
+>;
 
 /** One executed call: what goes back to the model and what is persisted. */
 interface ExecutedCall {
@@ -29,7 +35,7 @@ interface ExecutedCall {
  * become results that say so. Returns the messages to append to the working list.
  */
 export async function runToolCalls(
-  deps: TurnDeps,
+  deps: ToolStepPorts,
   state: TurnState,
   assistant: { content: string; reasoningContent?: string; toolCalls: ToolCall[] },
 ): Promise<ModelMessage[]> {
@@ -74,21 +80,14 @@ export async function runToolCalls(
   return models;
 }
 
-async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise<ExecutedCall> {
+async function runOne(
+  deps: ToolStepPorts,
+  state: TurnState,
+  call: ToolCall,
+): Promise<ExecutedCall> {
   const callId = randomUUID();
   const startTime = Date.now();
-  const lead = state.lead;
-  const context: ToolCallContext = {
-    sessionId: state.sessionId,
-    turnId: state.turn.id,
-    callId,
-    userId: lead.actor?.userId ?? lead.userId,
-    platform: lead.actor?.platform ?? lead.platform,
-    actor: lead.actor,
-    source: lead.source,
-    acceptsImages: state.acceptsImages,
-    signal: state.turn.signal,
-  };
+  const context = toolContext(state, callId);
   const parsed = parseArguments(call.function.arguments);
   const before: ToolBeforeContext = {
     name: call.function.name,
@@ -97,10 +96,9 @@ async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise
   };
   // tool:before may rewrite name/args or refuse (not call next); invalid arguments never run.
   const reached = parsed.error ? false : await deps.hooks.run('agent:tool:before', before);
+  const announce = { sessionId: state.sessionId, turnId: state.turn.id, callId };
   deps.events.emit('tool:execute', {
-    sessionId: state.sessionId,
-    turnId: state.turn.id,
-    callId,
+    ...announce,
     name: before.name,
     phase: 'start',
     args: before.args,
@@ -108,7 +106,7 @@ async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise
   const outcome: ToolResult = parsed.error
     ? toolError(parsed.error)
     : reached
-      ? await deps.tools.execute(before.name, before.args, context)
+      ? await execute(deps, before, context)
       : toolError(`The call to "${before.name}" was refused`);
   const after: ToolAfterContext = {
     name: before.name,
@@ -119,26 +117,48 @@ async function runOne(deps: TurnDeps, state: TurnState, call: ToolCall): Promise
     metadata: {},
   };
   await deps.hooks.run('agent:tool:after', after);
-  deps.events.emit('tool:execute', {
-    sessionId: state.sessionId,
-    turnId: state.turn.id,
-    callId,
-    name: after.name,
-    phase: 'end',
-    ok: after.ok,
-    result: after.result,
-  });
+  const { name, args, ok, result } = after;
+  deps.events.emit('tool:execute', { ...announce, name, phase: 'end', ok, result });
   const segment: ContentSegment = {
     type: 'tool_call',
     callId,
-    name: after.name,
-    args: after.args,
-    result: after.result,
-    ok: after.ok,
+    name,
+    args,
+    result,
+    ok,
     startTime,
     endTime: Date.now(),
   };
-  return { call, callId, result: after.result, metadata: after.metadata, segment };
+  return { call, callId, result, metadata: after.metadata, segment };
+}
+
+/** H5: the call acts with the identity of whoever authorised the input (`actor`). */
+function toolContext(state: TurnState, callId: string): ToolCallContext {
+  const lead = state.lead;
+  return {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    callId,
+    userId: lead.actor?.userId ?? lead.userId,
+    platform: lead.actor?.platform ?? lead.platform,
+    actor: lead.actor,
+    source: lead.source,
+    acceptsImages: state.acceptsImages,
+    signal: state.turn.signal,
+  };
+}
+
+/** Runs the tool's handler through the instrumentation seam. */
+function execute(
+  deps: Pick<ToolStepPorts, 'tools' | 'instrumentation'>,
+  before: ToolBeforeContext,
+  context: ToolCallContext,
+): Promise<ToolResult> {
+  const { sessionId, turnId, callId, signal } = context;
+  return deps.instrumentation.toolCall(
+    { sessionId, turnId, callId, name: before.name, signal },
+    () => deps.tools.execute(before.name, before.args, context),
+  );
 }
 
 function parseArguments(text: string): { args: unknown; error?: string } {

@@ -1,56 +1,49 @@
 import {
   TurnAbortedError,
   WellKnownMetadataKeys as K,
-  type IncomingMessage,
   type LlmBeforeContext,
   type ModelMessage,
-  type SessionSettings,
-  type ToolSpec,
 } from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import { runSteps } from '../../../../src/agent/engine/step-loop';
+import { runSteps } from '../../../../src/agent/engine/turn-loop';
+import type { EnginePorts } from '../../../../src/agent/engine/ports';
 import type { PendingInput } from '../../../../src/agent/engine/turn';
+import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
 import {
   answers,
   echoAppend,
-  failOnUnmockedCalls,
+  newEchoTool,
   newInputMessage,
   newPending,
-  newState,
   newSystemMessage,
   newToolCall,
-  newTurn,
-  newTurnDeps,
   ScriptedModel,
   SESSION_ID,
-  spyOnLogger,
-  type TurnDepsOptions,
 } from '../../../support/turn-fixtures';
 
-const echoTool: ToolSpec = {
-  name: 'echo',
-  description: 'Echoes its text',
-  parameters: { type: 'object', properties: { text: { type: 'string' } } },
-  handler: (args: { text?: string }) => ({ echoed: args.text }),
-};
+/** The context of each `agent:llm:before`. */
+function recordLlmBefore(deps: Pick<EnginePorts, 'hooks'>): LlmBeforeContext[] {
+  const seen: LlmBeforeContext[] = [];
+  deps.hooks.use('agent:llm:before', async (ctx, next) => {
+    seen.push(ctx);
+    await next();
+  });
+  return seen;
+}
+
+/** The messages each `agent:llm:after` sees, with their length at that moment. */
+function recordLlmAfter(deps: Pick<EnginePorts, 'hooks'>) {
+  const seen: { messages: ModelMessage[]; length: number }[] = [];
+  deps.hooks.use('agent:llm:after', async (ctx, next) => {
+    seen.push({ messages: ctx.messages, length: ctx.messages.length });
+    await next();
+  });
+  return seen;
+}
 
 describe('runSteps (step loop)', () => {
-  let estimator: TokenEstimator;
+  const spec = useEngineSpec();
 
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-  spyOnLogger();
-
-  interface Setup extends TurnDepsOptions {
-    inputs?: Partial<IncomingMessage>[];
-    settings?: Partial<SessionSettings>;
+  interface Setup extends TurnStateOptions {
     /** What `takePending` returns before each call, in order; nothing once used up. */
     pending?: PendingInput[][];
     historyBase?: number;
@@ -58,10 +51,12 @@ describe('runSteps (step loop)', () => {
   }
 
   function setup(options: Setup = {}) {
-    const { deps, mocks, provider } = newTurnDeps(estimator, options);
-    if (!options.noTools) deps.tools.register(echoTool);
-    const turn = newTurn(options.inputs ?? [{ content: 'What is up?' }]);
-    const state = newState(deps, turn, options.settings);
+    const fixture = spec.turnState({
+      ...options,
+      inputs: options.inputs ?? [{ content: 'What is up?' }],
+    });
+    const { deps, mocks, provider, state } = fixture;
+    if (!options.noTools) deps.tools.register(newEchoTool());
     state.working = [newSystemMessage(), newInputMessage('What is up?')];
     state.historyBase = options.historyBase ?? 0;
     const pending = [...(options.pending ?? [])];
@@ -76,16 +71,7 @@ describe('runSteps (step loop)', () => {
       closedAt.push(provider.requests.length);
     });
     mocks.archive.append.mockImplementation(echoAppend);
-    return {
-      sut: () => runSteps(deps, state, mocks.lane),
-      deps,
-      mocks,
-      provider,
-      turn,
-      state,
-      takenAt,
-      closedAt,
-    };
+    return { ...fixture, sut: () => runSteps(deps, state, mocks.lane), takenAt, closedAt };
   }
 
   describe('join window (I2)', () => {
@@ -224,11 +210,7 @@ describe('runSteps (step loop)', () => {
         inputs: [{ content: 'nightly report', source: 'scheduler', platform: 'cron' }],
         provider: new ScriptedModel({ capabilities: { vision: true } }),
       });
-      const seen: LlmBeforeContext[] = [];
-      deps.hooks.use('agent:llm:before', async (ctx, next) => {
-        seen.push(ctx);
-        await next();
-      });
+      const seen = recordLlmBefore(deps);
       provider.script(answers.text('ok'));
 
       await sut();
@@ -251,11 +233,7 @@ describe('runSteps (step loop)', () => {
 
     it('H3: a human turn has no source', async () => {
       const { sut, deps, provider } = setup();
-      const seen: LlmBeforeContext[] = [];
-      deps.hooks.use('agent:llm:before', async (ctx, next) => {
-        seen.push(ctx);
-        await next();
-      });
+      const seen = recordLlmBefore(deps);
       provider.script(answers.text('ok'));
 
       await sut();
@@ -441,11 +419,7 @@ describe('runSteps (step loop)', () => {
 
     it('H: agent:llm:after sees the messages of its own call', async () => {
       const { sut, deps, provider } = setup();
-      const seen: { messages: ModelMessage[]; length: number }[] = [];
-      deps.hooks.use('agent:llm:after', async (ctx, next) => {
-        seen.push({ messages: ctx.messages, length: ctx.messages.length });
-        await next();
-      });
+      const seen = recordLlmAfter(deps);
       provider.script(answers.tools([newToolCall('echo')]), answers.text('done'));
 
       await sut();
@@ -456,11 +430,7 @@ describe('runSteps (step loop)', () => {
 
     it('H: the messages given to agent:llm:after are not changed by later steps', async () => {
       const { sut, deps, provider } = setup();
-      const seen: { messages: ModelMessage[]; length: number }[] = [];
-      deps.hooks.use('agent:llm:after', async (ctx, next) => {
-        seen.push({ messages: ctx.messages, length: ctx.messages.length });
-        await next();
-      });
+      const seen = recordLlmAfter(deps);
       provider.script(answers.tools([newToolCall('echo')]), answers.text('done'));
 
       await sut();

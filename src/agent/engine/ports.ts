@@ -5,11 +5,15 @@ import type { PromptAssembler } from '../../prompt';
 import type { TokenEstimator, UsageTracker } from '../../usage';
 import type { AgentEventBus } from '../agent-event.bus';
 import type { ResolvedAgentOptions } from '../agent.options';
+import type { AgentInstrumentation } from '../instrumentation';
 import type { ToolRegistry } from '../tools';
 import type { PendingInput } from './turn';
 
-/** What the turn runner and its phases use. Built once by the agent module. */
-export interface TurnDeps {
+/**
+ * The vocabulary of what the engine may touch. Nothing receives all of it: each phase declares
+ * the few members it uses as a `Pick` of this, so its signature shows its reach.
+ */
+export interface EnginePorts {
   hooks: HookRegistry;
   prompts: PromptAssembler;
   tools: ToolRegistry;
@@ -17,10 +21,12 @@ export interface TurnDeps {
   sessions: SessionStore;
   history: HistoryStore;
   archive: MessageArchive;
-  events: AgentEventBus;
+  /** Only `emit`: the engine notifies, it never listens. */
+  events: Pick<AgentEventBus, 'emit'>;
   usage: UsageTracker;
   estimator: TokenEstimator;
   options: ResolvedAgentOptions;
+  instrumentation: AgentInstrumentation;
 }
 
 /** The turn's handle on its lane: join pending insertions, close the join window. */

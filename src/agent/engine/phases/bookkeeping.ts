@@ -2,26 +2,20 @@ import {
   ControlKinds,
   WellKnownMetadataKeys as K,
   type NewMessage,
-  type TurnOutcome,
+  type TurnEnd,
   type TurnRecord,
-} from '../../contracts';
-import type { FinalReply } from './reply-finaliser';
-import type { TurnDeps } from './turn-deps';
-import type { TurnState } from './turn-state';
+} from '../../../contracts';
+import type { EnginePorts } from '../ports';
+import type { FinalReply, TurnState } from '../turn-state';
 
-/** How the body of a turn ended, before bookkeeping. */
-export interface TurnEnding {
-  outcome: TurnOutcome;
-  reply?: string;
-  /** The one-sentence notice sent to the session on `error` (also the `error` field). */
-  notice?: string;
-}
+/** The part of a `TurnEnd` its bookkeeping reads. */
+export type Ending = Pick<TurnEnd, 'outcome' | 'error'>;
 
 /** The turn record (P4, I7): outcome, source, error; `by` for a person's stop. */
-export function turnRecord(state: TurnState, ending: TurnEnding): TurnRecord {
+export function turnRecord(state: TurnState, ending: Ending): TurnRecord {
   const record: TurnRecord = { outcome: ending.outcome };
   if (state.turn.source !== undefined) record.source = state.turn.source;
-  if (ending.notice) record.error = ending.notice;
+  if (ending.error) record.error = ending.error;
   if (ending.outcome === 'aborted' && state.turn.stop?.by) record.by = state.turn.stop.by;
   return record;
 }
@@ -31,7 +25,7 @@ export function turnRecord(state: TurnState, ending: TurnEnding): TurnRecord {
  * `outbound:message` with the turn id. Replied is "persisted after the last model call" (H4).
  */
 export async function deliverReply(
-  deps: TurnDeps,
+  deps: Pick<EnginePorts, 'archive' | 'events' | 'estimator' | 'options'>,
   state: TurnState,
   reply: FinalReply,
 ): Promise<void> {
@@ -88,9 +82,9 @@ export async function deliverReply(
  * atomic write.
  */
 export async function persistMarkers(
-  deps: TurnDeps,
+  deps: Pick<EnginePorts, 'archive'>,
   state: TurnState,
-  ending: TurnEnding,
+  ending: Ending,
 ): Promise<void> {
   const turnId = state.turn.id;
   const markers: NewMessage[] = [];
@@ -117,9 +111,9 @@ export async function persistMarkers(
 }
 
 /** Sends the turn's stream-end marker, once (I9). */
-export function endStream(deps: TurnDeps, state: TurnState): void {
-  if (state.streamEnded) return;
-  state.streamEnded = true;
+export function endStream(deps: Pick<EnginePorts, 'events'>, state: TurnState): void {
+  if (state.turn.streamEnded) return;
+  state.turn.streamEnded = true;
   deps.events.emit('outbound:stream', {
     sessionId: state.sessionId,
     turnId: state.turn.id,
@@ -145,4 +139,44 @@ export function errorNotice(error: unknown): string {
     .slice(0, 300)
     .replace(/[.\s;]+$/, '');
   return `[error] The turn failed: ${reason}.`;
+}
+
+/**
+ * For a turn that ended without a delivered reply: the notice to the session (`[error]` or
+ * `[system]`, H4), then its markers (P4, P5). A failing store is logged, never rethrown: the
+ * turn has ended already.
+ */
+export async function closeUnanswered(
+  deps: Pick<EnginePorts, 'archive' | 'events'>,
+  state: TurnState,
+  end: TurnEnd,
+  log: (line: string) => void,
+): Promise<void> {
+  if (end.error) {
+    deps.events.emit('outbound:message', {
+      sessionId: state.sessionId,
+      turnId: state.turn.id,
+      content: end.error,
+      source: 'system',
+      platform: state.platform,
+    });
+  }
+  await persistMarkers(deps, state, end).catch((error: unknown) =>
+    log(`turn ${state.turn.id}: could not persist its markers: ${String(error)}`),
+  );
+}
+
+/** H4: the session keeps the record of its last turn (with the error sentence on `error`). */
+export async function recordLastTurn(
+  deps: Pick<EnginePorts, 'sessions'>,
+  state: TurnState,
+  end: TurnEnd,
+  log: (line: string) => void,
+): Promise<void> {
+  const lastTurn = { turnId: state.turn.id, ...turnRecord(state, end) };
+  await deps.sessions
+    .update(state.sessionId, { lastTurn })
+    .catch((error: unknown) =>
+      log(`turn ${state.turn.id}: could not record the session's last turn: ${String(error)}`),
+    );
 }

@@ -3,52 +3,29 @@ import {
   WellKnownMetadataKeys as K,
   type IncomingMessage,
   type NewMessage,
-  type SessionSettings,
-} from '../../../../src/contracts';
-import { TokenEstimator } from '../../../../src/usage';
-import type { FinalReply } from '../../../../src/agent/engine/reply-finaliser';
+} from '../../../../../src/contracts';
 import {
   deliverReply,
   endStream,
   errorNotice,
   persistMarkers,
   turnRecord,
-  type TurnEnding,
-} from '../../../../src/agent/engine/turn-bookkeeping';
-import {
-  echoAppend,
-  failOnUnmockedCalls,
-  newState,
-  newTurn,
-  newTurnDeps,
-  SESSION_ID,
-  type TurnDepsOptions,
-} from '../../../support/turn-fixtures';
+  type Ending,
+} from '../../../../../src/agent/engine/phases/bookkeeping';
+import type { FinalReply } from '../../../../../src/agent/engine/turn-state';
+import { useEngineSpec, type TurnStateOptions } from '../../../../support/engine-spec';
+import { echoAppend, SESSION_ID } from '../../../../support/turn-fixtures';
 
 const alice = { platform: 'im', userId: 'alice' };
 
 describe('turn bookkeeping', () => {
-  let estimator: TokenEstimator;
+  const spec = useEngineSpec();
 
-  beforeAll(() => {
-    estimator = new TokenEstimator();
-  });
-
-  afterAll(async () => {
-    await estimator.dispose();
-  });
-
-  failOnUnmockedCalls();
-
-  function setup(
-    options: TurnDepsOptions & {
-      lead?: Partial<IncomingMessage>;
-      settings?: Partial<SessionSettings>;
-    } = {},
-  ) {
-    const { deps, mocks } = newTurnDeps(estimator, options);
-    const turn = newTurn([options.lead ?? {}]);
-    const state = newState(deps, turn, options.settings);
+  function setup(options: TurnStateOptions & { lead?: Partial<IncomingMessage> } = {}) {
+    const { deps, mocks, turn, state } = spec.turnState({
+      ...options,
+      inputs: [options.lead ?? {}],
+    });
     mocks.archive.append.mockImplementation(echoAppend);
     const appended = (): NewMessage[][] =>
       mocks.archive.append.mock.calls.map(([messages]) => messages);
@@ -66,7 +43,7 @@ describe('turn bookkeeping', () => {
       const { state } = setup({ lead: { source: 'webhook' } });
 
       expect(
-        turnRecord(state, { outcome: 'error', notice: '[error] The turn failed: boom.' }),
+        turnRecord(state, { outcome: 'error', error: '[error] The turn failed: boom.' }),
       ).toEqual({ outcome: 'error', source: 'webhook', error: '[error] The turn failed: boom.' });
     });
 
@@ -81,7 +58,7 @@ describe('turn bookkeeping', () => {
       const { state, turn } = setup();
       turn.abort({ by: alice });
 
-      expect(turnRecord(state, { outcome: 'error', notice: 'x' })).toEqual({
+      expect(turnRecord(state, { outcome: 'error', error: 'x' })).toEqual({
         outcome: 'error',
         error: 'x',
       });
@@ -189,9 +166,9 @@ describe('turn bookkeeping', () => {
   });
 
   describe('persistMarkers (P4, P5)', () => {
-    it.each<TurnEnding>([
+    it.each<Ending>([
       { outcome: 'silent' },
-      { outcome: 'error', notice: '[error] The turn failed: boom.' },
+      { outcome: 'error', error: '[error] The turn failed: boom.' },
     ])(
       'P4: a turn ending $outcome persists one event marker carrying the turn id and record',
       async (ending) => {

@@ -1,0 +1,162 @@
+import {
+  TurnAbortedError,
+  type ChatRequest,
+  type ChatResponse,
+  type ModelMessage,
+  type ProviderUsage,
+  type ToolCall,
+  type ToolDefinition,
+} from '../../../contracts';
+import { budgetOf, type SentCall } from '../context-fit';
+import type { EnginePorts } from '../ports';
+import { historyLimitOf, type TurnState } from '../turn-state';
+
+/** One model call's answer plus what the provider reported. */
+export interface StepResponse extends ChatResponse {
+  usage?: ProviderUsage;
+}
+
+/** What calling the model uses. */
+export type ModelStepPorts = Pick<EnginePorts, 'events' | 'instrumentation'>;
+
+/**
+ * Calls the turn's model once, through the instrumentation seam. Streams when the provider can
+ * (each chunk goes out as `outbound:stream` with the turn id); otherwise calls `chat` once and
+ * sends the whole answer as one chunk (I16). A stop ends the call with `TurnAbortedError`.
+ */
+export async function callModel(
+  ports: ModelStepPorts,
+  state: TurnState,
+  messages: ModelMessage[],
+  tools: ToolDefinition[],
+): Promise<StepResponse> {
+  const { provider, ref, capabilities } = state.model!;
+  const signal = state.turn.signal;
+  const request: ChatRequest = {
+    model: ref.model,
+    messages: messages.map((m) => wireMessage(m, capabilities.vision)),
+    tools: tools.length && capabilities.tools ? tools : undefined,
+    maxTokens: capabilities.maxOutputTokens,
+    think: state.settings?.think,
+    capabilities,
+    signal,
+  };
+  const info = {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    provider: provider.id,
+    model: ref.model,
+    call: state.calls + 1,
+    signal,
+  };
+  try {
+    if (signal.aborted) throw new TurnAbortedError();
+    const response = await ports.instrumentation.modelCall(info, () =>
+      provider.stream ? consume(ports, state, request) : answerWhole(ports, state, request),
+    );
+    if (signal.aborted) throw new TurnAbortedError();
+    return response;
+  } catch (error) {
+    if (signal.aborted) throw new TurnAbortedError();
+    throw error;
+  }
+}
+
+/** I16: a provider without streaming, its whole answer sent as one chunk. */
+async function answerWhole(
+  ports: ModelStepPorts,
+  state: TurnState,
+  request: ChatRequest,
+): Promise<StepResponse> {
+  const response = await state.model!.provider.chat(request);
+  if (request.signal?.aborted) throw new TurnAbortedError();
+  if (response.content || response.reasoningContent) {
+    emitChunk(ports, state, response.content || undefined, response.reasoningContent || undefined);
+  }
+  return response;
+}
+
+/** Streams the answer, sending each chunk as it comes and folding them into one answer. */
+async function consume(
+  ports: ModelStepPorts,
+  state: TurnState,
+  request: ChatRequest,
+): Promise<StepResponse> {
+  let content = '';
+  let reasoning = '';
+  let toolCalls: ToolCall[] | undefined;
+  let usage: ProviderUsage | undefined;
+  for await (const chunk of state.model!.provider.stream!(request)) {
+    if (request.signal?.aborted) throw new TurnAbortedError();
+    if (chunk.contentDelta) content += chunk.contentDelta;
+    if (chunk.reasoningDelta) reasoning += chunk.reasoningDelta;
+    if (chunk.contentDelta || chunk.reasoningDelta) {
+      emitChunk(ports, state, chunk.contentDelta, chunk.reasoningDelta);
+    }
+    if (chunk.toolCalls?.length) toolCalls = chunk.toolCalls;
+    if (chunk.usage) usage = { ...usage, ...chunk.usage };
+  }
+  return { content, reasoningContent: reasoning || undefined, toolCalls, usage };
+}
+
+function emitChunk(
+  ports: ModelStepPorts,
+  state: TurnState,
+  delta?: string,
+  reasoningDelta?: string,
+): void {
+  if (reasoningDelta) state.addStreamed('reasoning_text', reasoningDelta);
+  if (delta) state.addStreamed('text', delta);
+  ports.events.emit('outbound:stream', {
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    ...(delta ? { delta } : {}),
+    ...(reasoningDelta ? { reasoningDelta } : {}),
+  });
+}
+
+/** The message as sent: images only when the model accepts them. */
+function wireMessage(message: ModelMessage, acceptsImages: boolean): ModelMessage {
+  if (!message.images || acceptsImages) return message;
+  const { images: _images, ...rest } = message;
+  return rest;
+}
+
+/** What recording a call's usage uses. */
+export type UsageStepPorts = Pick<EnginePorts, 'events' | 'usage' | 'estimator' | 'options'>;
+
+/**
+ * After a successful call: token bookkeeping and the `token:usage` event (U1-U6), emitted before
+ * `agent:llm:after` so a throwing middleware cannot suppress it (I12).
+ */
+export function recordCall(
+  ports: UsageStepPorts,
+  state: TurnState,
+  sent: SentCall,
+  response: StepResponse,
+): void {
+  const { capabilities } = state.model!;
+  const usage = response.usage;
+  if (usage?.promptTokens) state.promptTokens = usage.promptTokens;
+  if (usage?.completionTokens) state.completionTokens += usage.completionTokens;
+  if (response.reasoningContent) state.reasoning.push(response.reasoningContent);
+  state.calls++;
+  const event = ports.usage.buildEvent({
+    sessionId: state.sessionId,
+    turnId: state.turn.id,
+    platform: state.platform,
+    messages: sent.messages,
+    tools: sent.tools,
+    encoding: state.encodingOf(ports.estimator),
+    contextWindow: capabilities.contextWindow,
+    maxTokens: capabilities.maxOutputTokens,
+    tokenBudget: budgetOf(ports, state),
+    reportedPromptTokens: usage?.promptTokens,
+    trimmed: state.trimmed,
+    untrimmedHistory: sent.untrimmedHistory,
+    historyMessages: state.historyMessages,
+    historyLimit: historyLimitOf(ports.options, state),
+  });
+  ports.events.emit('token:usage', event);
+  ports.usage.noteUsage(event);
+}

@@ -1,0 +1,77 @@
+import {
+  TurnAbortedError,
+  type LlmBeforeContext,
+  type ModelMessage,
+  type ToolDefinition,
+} from '../../../contracts';
+import { historyToModelMessages } from '../../../prompt';
+import { fitCall, type SentCall } from '../context-fit';
+import type { EnginePorts } from '../ports';
+import { historyLimitOf, type TurnState } from '../turn-state';
+
+/**
+ * The turn's first working list: the system prompt, history within the limit (this turn's
+ * inputs left out), then the opening inputs.
+ */
+export async function basePrompt(
+  ports: Pick<EnginePorts, 'history' | 'options'>,
+  state: TurnState,
+): Promise<ModelMessage[]> {
+  const own = new Set(state.turn.inputs.map((i) => i.archived?.id));
+  const limit = historyLimitOf(ports.options, state);
+  const stored = await ports.history.history(state.sessionId, {
+    limit: limit ? limit + own.size : 0,
+  });
+  const history = historyToModelMessages(
+    stored.filter((m) => !own.has(m.id)),
+    { room: state.isRoom },
+  );
+  const system: ModelMessage = {
+    role: 'system',
+    content: ports.options.systemPrompt,
+    metadata: { injector: 'persona', bucket: 'persona' },
+  };
+  return [system, ...history, ...state.openingMessages];
+}
+
+/** What preparing a model call uses. */
+export type PromptStepPorts = Pick<EnginePorts, 'prompts' | 'hooks' | 'estimator' | 'options'>;
+
+/**
+ * Prepares one model call: contributions are materialised into the working list (R1),
+ * `agent:llm:before` runs on finished messages (H2, H3), then the list is fitted to the budget
+ * (U3, U4).
+ */
+export async function prepareCall(
+  ports: PromptStepPorts,
+  state: TurnState,
+  tools: ToolDefinition[],
+): Promise<SentCall> {
+  const { turn } = state;
+  state.working = await ports.prompts.materialise(state.working, {
+    sessionId: state.sessionId,
+    platform: state.platform,
+    inputs: turn.inputs,
+    signal: turn.signal,
+    dryRun: false,
+  });
+  const ctx: LlmBeforeContext = {
+    messages: [...state.working],
+    tools: [...tools],
+    acceptsImages: state.acceptsImages,
+    sessionId: state.sessionId,
+    ...(turn.source !== undefined ? { source: turn.source } : {}),
+    turnId: turn.id,
+    platform: state.platform,
+    inputs: turn.inputs,
+    model: state.model!.ref,
+    signal: turn.signal,
+  };
+  await ports.hooks.run('agent:llm:before', ctx);
+  if (turn.signal.aborted) throw new TurnAbortedError();
+  // Large uncached texts are counted in worker threads first, so the synchronous counting of
+  // the budget and usage below only hits the cache and never stalls other sessions.
+  await ports.estimator.countMessagesAsync(ctx.messages, state.encodingOf(ports.estimator));
+  const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0);
+  return { ...fitted, tools: ctx.tools };
+}

@@ -1,0 +1,2 @@
+export * from './hold-table';
+export * from './in-process.dispatcher';

@@ -1,0 +1,204 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import * as ts from 'typescript';
+
+/**
+ * The library's public surface, pinned: the exported names of `dist/index.d.ts` as `npm run
+ * build` emits it. A change to this list is a change of the package's API under semantic
+ * versioning: make it on purpose, and say so in CHANGELOG.md.
+ */
+const PUBLIC_NAMES = [
+  'AGENT_MODULE_OPTIONS',
+  'AGENT_OPTIONS',
+  'AbortOptions',
+  'Actor',
+  'Admission',
+  'AgentError',
+  'AgentEventMap',
+  'AgentEventName',
+  'AgentEvents',
+  'AgentHook',
+  'AgentHookOptions',
+  'AgentInstrumentation',
+  'AgentModule',
+  'AgentModuleExtras',
+  'AgentModuleOptions',
+  'AgentOptionsError',
+  'AgentService',
+  'AgentTool',
+  'AnthropicProvider',
+  'AnthropicProviderOptions',
+  'CONTROL_KINDS',
+  'ChatRequest',
+  'ChatResponse',
+  'ChatStreamChunk',
+  'ContentSegment',
+  'ContributionBucket',
+  'ContributionOutput',
+  'ControlKind',
+  'ControlKinds',
+  'DemoProvider',
+  'DemoProviderOptions',
+  'DispatchView',
+  'DropReason',
+  'HistoryQuery',
+  'HistoryStore',
+  'HoldRelease',
+  'HookContextMap',
+  'HookMiddleware',
+  'HookName',
+  'HookNext',
+  'HookRegistry',
+  'HookUseOptions',
+  'InProcessDispatcher',
+  'IncomingMessage',
+  'InputBeforeContext',
+  'InputInfo',
+  'InstrumentationLayer',
+  'InvalidInputError',
+  'JsonSchema',
+  'LaneAdmission',
+  'LlmAfterContext',
+  'LlmBeforeContext',
+  'LlmProvider',
+  'MemoryMessageLog',
+  'MemorySessionStore',
+  'Message',
+  'MessageArchive',
+  'MessageAttachment',
+  'MessageRole',
+  'ModelCallInfo',
+  'ModelCapabilities',
+  'ModelMessage',
+  'ModelNotFoundError',
+  'ModelRef',
+  'ModelRefLike',
+  'ModelRegistry',
+  'NewMessage',
+  'NextCalledTwiceError',
+  'OpenAiCompatibleProvider',
+  'OpenAiCompatibleProviderOptions',
+  'OutgoingMessage',
+  'Preprocessor',
+  'PreprocessorNext',
+  'PromptAnchor',
+  'PromptAssembler',
+  'PromptContribution',
+  'PromptContributionSpec',
+  'PromptView',
+  'ProviderError',
+  'ProviderErrorKind',
+  'ProviderUsage',
+  'QueueEvent',
+  'ReplyBeforeContext',
+  'ResilienceOptions',
+  'ResolvedAgentOptions',
+  'ResolvedModel',
+  'SessionDeletedEvent',
+  'SessionKind',
+  'SessionLanes',
+  'SessionLanesFactory',
+  'SessionNotFoundError',
+  'SessionSettings',
+  'SessionStore',
+  'Settlement',
+  'SqlMessageLog',
+  'SqlSessionStore',
+  'SqlStores',
+  'StoreOpenError',
+  'StreamEvent',
+  'TokenEncoding',
+  'TokenEstimator',
+  'TokenRequestEvent',
+  'TokenUsageEvent',
+  'TokenUsagePart',
+  'ToolAfterContext',
+  'ToolBeforeContext',
+  'ToolCall',
+  'ToolCallContext',
+  'ToolCallInfo',
+  'ToolDefinition',
+  'ToolExecuteEvent',
+  'ToolHandler',
+  'ToolRegistry',
+  'ToolResult',
+  'ToolSpec',
+  'TrimmingOptions',
+  'TurnAbortedError',
+  'TurnAfterContext',
+  'TurnBeforeContext',
+  'TurnConclusion',
+  'TurnEnd',
+  'TurnEndEvent',
+  'TurnEntry',
+  'TurnInfo',
+  'TurnInput',
+  'TurnOutcome',
+  'TurnRecord',
+  'TurnStartEvent',
+  'USAGE_BUCKETS',
+  'UsageBreakdown',
+  'UsageBucket',
+  'UsageTracker',
+  'WellKnownMetadataKey',
+  'WellKnownMetadataKeys',
+  'WorkDispatcher',
+  'createSqlStores',
+  'isControlKind',
+  'toolError',
+];
+
+const ROOT = resolve(__dirname, '..');
+
+/** Emits the declarations as the build does, into a temporary folder; returns index.d.ts. */
+function buildDeclarations(outDir: string): string {
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  execFileSync(
+    process.execPath,
+    [tsc, '-p', 'tsconfig.build.json', '--emitDeclarationOnly', '--outDir', outDir],
+    { cwd: ROOT, stdio: 'pipe' },
+  );
+  return join(outDir, 'index.d.ts');
+}
+
+/** The names a declaration file exports, sorted. */
+function exportedNames(file: string): string[] {
+  const program = ts.createProgram([file], { noEmit: true, skipLibCheck: true });
+  const checker = program.getTypeChecker();
+  const module = checker.getSymbolAtLocation(program.getSourceFile(file)!)!;
+  return checker
+    .getExportsOfModule(module)
+    .map((symbol) => symbol.name)
+    .sort();
+}
+
+describe('public surface (dist/index.d.ts)', () => {
+  let outDir: string;
+  let names: string[];
+
+  beforeAll(() => {
+    outDir = mkdtempSync(join(tmpdir(), 'agent-surface-'));
+    names = exportedNames(buildDeclarations(outDir));
+  }, 60_000);
+
+  afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+
+  it('exports exactly the pinned names (a change here is an API change)', () => {
+    expect(names).toEqual([...PUBLIC_NAMES].sort());
+  });
+
+  it('exports none of the engine internals', () => {
+    const internals = [
+      'TurnScheduler',
+      'HoldTable',
+      'InputGate',
+      'SessionLane',
+      'Deferred',
+      'Turn',
+    ];
+
+    expect(names.filter((name) => internals.includes(name))).toEqual([]);
+  });
+});

@@ -46,6 +46,24 @@ export class NextCalledTwiceError extends AgentError {
   }
 }
 
+/**
+ * A store (sessions, history, archive, inbox) could not do its work: unreachable, timed out,
+ * or it refused the write. The message is plain words for people (it names the store, never
+ * the driver's text); the driver's error is the `cause`, for the log.
+ */
+export class StoreUnavailableError extends AgentError {
+  constructor(
+    /** Which store: `'sessions'`, `'history'`, `'archive'`, `'inbox'`, or an adapter's name. */
+    readonly store: string,
+    /** What was asked of it, e.g. `'append messages'`. */
+    readonly operation: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`The ${store} store is unavailable (${operation})`);
+    if (options && 'cause' in options) (this as { cause?: unknown }).cause = options.cause;
+  }
+}
+
 /** Raised inside a turn when it was stopped; ends the turn with outcome `aborted`. */
 export class TurnAbortedError extends AgentError {
   constructor() {

@@ -43,6 +43,12 @@ export interface ChatRequest {
    * operator overrides); providers use them over their own defaults when given.
    */
   capabilities?: ModelCapabilities;
+  /**
+   * Longest silence of the model, in milliseconds, before the first byte and between chunks;
+   * the attempts before the first token share twice this in total. Overrides the provider's
+   * own setting when given (the agent passes its `llmIdleTimeoutMs`).
+   */
+  idleTimeoutMs?: number;
   signal: AbortSignal;
 }
 

@@ -1,6 +1,6 @@
-import type { Message, NewMessage, SessionKind } from './messages';
+import type { IncomingMessage, Message, NewMessage, SessionKind } from './messages';
 import type { ModelRef } from './llm';
-import type { TurnRecord } from './turn';
+import type { Settlement, TurnRecord } from './turn';
 
 /** Per-session settings (C1). Unset fields fall back to the module options. */
 export interface SessionSettings {
@@ -79,3 +79,50 @@ export interface MessageArchive {
 
 /** Injection token of the message archive. */
 export const MessageArchive = Symbol.for('agent:MessageArchive');
+
+/** An input as the inbox keeps it, from its acceptance until it settles. */
+export interface InboxEntry {
+  /** `IncomingMessage.id` when the caller gave one, else generated at acceptance. */
+  id: string;
+  sessionId: string;
+  /** The input as accepted (after preprocessing), with its `id`. */
+  message: IncomingMessage & { id: string };
+  /** Arrival order across the inbox (grows with every accepted input). */
+  seq: number;
+  /** ISO time of acceptance. */
+  acceptedAt: string;
+  /** The turn it entered (opened or joined), once it did. */
+  turnId?: string;
+  /** How it settled, once it did (the first settlement stays). */
+  settlement?: Settlement;
+}
+
+/**
+ * The durable record of accepted inputs (nothing accepted is lost): an input is recorded when
+ * it is accepted and stays until it settles, so a restarted server resumes the waiting ones in
+ * arrival order and closes the turns a crash interrupted. Idempotent by id.
+ */
+export interface InputInbox {
+  /**
+   * Records an accepted input. A known id is not recorded again: the existing entry comes back
+   * with `duplicate: true` (its settlement too, when it has one).
+   */
+  accept(
+    message: IncomingMessage & { id: string },
+  ): Promise<{ entry: InboxEntry; duplicate: boolean }>;
+  /** The inputs entered turn `turnId` (opened or joined). */
+  enterTurn(ids: readonly string[], turnId: string): Promise<void>;
+  /** Settles the inputs; an entry already settled keeps its first settlement. */
+  settle(ids: readonly string[], settlement: Settlement): Promise<void>;
+  /** One entry by id. */
+  get(id: string): Promise<InboxEntry | undefined>;
+  /** The unsettled entries in arrival order, of one session or all. */
+  unsettled(sessionId?: string): Promise<InboxEntry[]>;
+  /** Forgets entries settled before `before` (ISO time); resolves with how many. */
+  prune(before: string): Promise<number>;
+  /** Forgets every entry of a session (its deletion). */
+  deleteSession(sessionId: string): Promise<void>;
+}
+
+/** Injection token of the input inbox. */
+export const InputInbox = Symbol.for('agent:InputInbox');

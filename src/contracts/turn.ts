@@ -45,7 +45,17 @@ export type Settlement =
 
 /** Why an input was dropped before entering a turn. */
 export type DropReason =
-  'aborted' | 'cleared' | 'deleted' | 'shutdown' | 'stale-generation' | 'blocked' | 'failed';
+  | 'aborted'
+  | 'cleared'
+  | 'deleted'
+  | 'shutdown'
+  | 'stale-generation'
+  | 'blocked'
+  | 'failed'
+  /** The session's waiting list is at its maximum (`maxWaiting`). */
+  | 'queue-full'
+  /** A store could not take the input (see `StoreUnavailableError`). */
+  | 'store-unavailable';
 
 /** Options of `AgentService.abort` (S3). */
 export interface AbortOptions {

@@ -28,6 +28,11 @@ export class AgentEventBus {
     }
   }
 
+  /** Whether anybody listens to `name` (wildcards included): lets a busy emitter skip work. */
+  hasListeners(name: AgentEventName): boolean {
+    return this.emitter!.hasListeners(name) === true;
+  }
+
   /**
    * Emits an event and waits for its listeners; a listener's error rejects. For the events whose
    * listeners are part of the work (`session:deleted`, S7), never for notifications.

@@ -79,10 +79,15 @@ const engine: Provider[] = [
   {
     provide: SessionLanesFactory,
     useFactory:
-      (runner: TurnRunner, events: AgentEventBus, archive: MessageArchivePort): LanesFactory =>
+      (
+        runner: TurnRunner,
+        events: AgentEventBus,
+        archive: MessageArchivePort,
+        options: ResolvedAgentOptions,
+      ): LanesFactory =>
       (admission) =>
-        new TurnScheduler({ events, archive }, runner, admission),
-    inject: [TurnRunner, AgentEventBus, MessageArchive],
+        new TurnScheduler({ events, archive, options }, runner, admission),
+    inject: [TurnRunner, AgentEventBus, MessageArchive, AGENT_OPTIONS],
   },
   {
     provide: WorkDispatcher,

@@ -89,6 +89,10 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 1) ?? d.toolTimeoutMs,
     shutdownTimeoutMs:
       integer('shutdownTimeoutMs', options.shutdownTimeoutMs, 0) ?? d.shutdownTimeoutMs,
+    maxWaiting: integer('maxWaiting', options.maxWaiting, 1) ?? d.maxWaiting,
+    llmIdleTimeoutMs:
+      integer('llmIdleTimeoutMs', options.llmIdleTimeoutMs, 1) ?? d.llmIdleTimeoutMs,
+    turnTimeoutMs: integer('turnTimeoutMs', options.turnTimeoutMs, 0) ?? d.turnTimeoutMs,
     selfId: options.selfId,
     trimming: {
       historyShare: share('trimming.historyShare', options.trimming?.historyShare) ?? 0.6,

@@ -144,6 +144,11 @@ export class RecordingEventBus {
     this.emitted.push({ name, payload });
   }
 
+  /** Somebody listens to every event: the recorder. */
+  hasListeners(): boolean {
+    return true;
+  }
+
   on(name: AgentEventName): never {
     throw new Error(`RecordingEventBus.on(${name}) is not mocked`);
   }

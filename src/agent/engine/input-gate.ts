@@ -9,7 +9,7 @@ import {
 } from '../../contracts';
 import type { EnginePorts } from './ports';
 import { pendingInput, settleInput } from './settlement';
-import { archivedInput } from './turn-state';
+import { archivedInput, isArchivable } from './turn-state';
 
 /** What the gate uses. */
 export type GatePorts = Pick<
@@ -162,7 +162,7 @@ export class InputGate {
     reason: DropReason,
     archive: boolean,
   ): Promise<Settlement> {
-    if (archive) {
+    if (archive && isArchivable(message)) {
       await this.ports.archive
         .append([archivedInput(message)])
         .catch((error: unknown) =>

@@ -21,8 +21,8 @@ export interface EnginePorts {
   sessions: SessionStore;
   history: HistoryStore;
   archive: MessageArchive;
-  /** Only `emit`: the engine notifies, it never listens. */
-  events: Pick<AgentEventBus, 'emit'>;
+  /** Only `emit` (and whether anybody listens): the engine notifies, it never listens. */
+  events: Pick<AgentEventBus, 'emit' | 'hasListeners'>;
   usage: UsageTracker;
   estimator: TokenEstimator;
   options: ResolvedAgentOptions;

@@ -47,6 +47,20 @@ export class SessionLane<T = unknown> {
     return !this.turn && this.waiting.length === 0;
   }
 
+  /** How many inputs wait (pending insertion and queued). */
+  get waitingCount(): number {
+    return this.waiting.length;
+  }
+
+  /**
+   * A key that changes whenever the waiting list does, in constant time: every change of the
+   * list adds at its end, removes, or empties it, so length, first and last arrival tell.
+   */
+  waitingKey(): string {
+    const n = this.waiting.length;
+    return n ? `${n}:${this.waiting[0].input.seq}:${this.waiting[n - 1].input.seq}` : '';
+  }
+
   /** Waiting inputs (pending insertion and queued) in arrival order (S8). */
   waitingInputs(): LaneInput<T>[] {
     return this.waiting.map((w) => w.input);

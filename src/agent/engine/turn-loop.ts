@@ -27,6 +27,15 @@ export interface FinalAnswer {
   sent: SentCall;
 }
 
+/** The last allowed model call still asked for tools and said nothing: the turn ends `error`. */
+export class ToolRoundsExhaustedError extends Error {
+  constructor(readonly rounds: number) {
+    super(
+      `the model still asked for tools after ${rounds} rounds of tool calls, the most this session allows`,
+    );
+  }
+}
+
 /** Throws `TurnAbortedError` when the turn was stopped. */
 export function throwIfAborted(state: TurnState): void {
   if (state.turn.signal.aborted) throw new TurnAbortedError();
@@ -63,17 +72,27 @@ export async function runSteps(
     };
     await ports.hooks.run('agent:llm:after', after);
     const answer = after.response;
-    // Continue only when tools were offered and the model asked for some.
-    if (!(offerTools && sent.tools.length && answer.toolCalls?.length)) {
+    // Continue while tool rounds are left and the model asked for tools (also for tools it was
+    // not offered: each gets an unknown-tool result and the model sees it, within the limit).
+    if (!answer.toolCalls?.length || !offerTools) {
       lane.closeInsertions();
+      if (answer.toolCalls?.length && !answer.content?.trim()) {
+        throw new ToolRoundsExhaustedError(maxIterations);
+      }
       return { response: answer, sent };
     }
     iterations++;
-    const group = await runToolCalls(ports, state, {
-      content: answer.content ?? '',
-      reasoningContent: answer.reasoningContent,
-      toolCalls: answer.toolCalls,
-    });
+    const offered = new Set(sent.tools.map((t) => t.name));
+    const group = await runToolCalls(
+      ports,
+      state,
+      {
+        content: answer.content ?? '',
+        reasoningContent: answer.reasoningContent,
+        toolCalls: answer.toolCalls,
+      },
+      offered,
+    );
     state.working.push(...group);
   }
 }

@@ -39,7 +39,27 @@ export class TurnRunner {
       ...(turn.source !== undefined ? { source: turn.source } : {}),
       opened: turn.inputs.length,
     };
-    return this.ports.instrumentation.turn(info, () => this.guarded(new TurnState(turn), lane));
+    return this.ports.instrumentation.turn(info, () => this.withDeadline(turn, lane));
+  }
+
+  /**
+   * The turn deadline (`turnTimeoutMs`, 0 = none): a turn past it is stopped like an abort and
+   * ends `error` with a notice that it took too long, so no lane stays blocked for ever.
+   */
+  private async withDeadline(turn: Turn, lane: LaneHandle): Promise<TurnConclusion> {
+    const limit = this.ports.options.turnTimeoutMs;
+    const timer =
+      limit > 0
+        ? setTimeout(() => {
+            if (turn.abort({ reason: `turn deadline of ${limit} ms` })) turn.deadlineHit = true;
+          }, limit)
+        : undefined;
+    timer?.unref?.();
+    try {
+      return await this.guarded(new TurnState(turn), lane);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async guarded(state: TurnState, lane: LaneHandle): Promise<TurnConclusion> {
@@ -108,6 +128,11 @@ export class TurnRunner {
 
   private failure(state: TurnState, error: unknown): TurnEnd {
     const turnId = state.turn.id;
+    if (state.turn.deadlineHit) {
+      const seconds = Math.round(this.ports.options.turnTimeoutMs / 100) / 10;
+      const error = `[error] The turn took too long and was stopped after ${seconds} s.`;
+      return { turnId, outcome: 'error', error };
+    }
     if (state.turn.signal.aborted) return { turnId, outcome: 'aborted' };
     this.warn(
       `turn ${turnId} session ${state.sessionId} failed: ${(error as Error)?.stack ?? String(error)}`,

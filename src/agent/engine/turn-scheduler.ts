@@ -13,7 +13,7 @@ import type { EnginePorts, LaneHandle } from './ports';
 import { SessionLane, type LaneInput } from './session-lane';
 import { pendingInput, settleInput } from './settlement';
 import { Turn, type PendingInput } from './turn';
-import { archivedInput } from './turn-state';
+import { archivedInput, isArchivable } from './turn-state';
 
 /** What happens to inputs dropped from a lane. */
 interface DropPlan {
@@ -45,7 +45,9 @@ export class TurnScheduler implements SessionLanes {
   private seq = 0;
 
   constructor(
-    private readonly ports: Pick<EnginePorts, 'events' | 'archive'>,
+    private readonly ports: Pick<EnginePorts, 'events' | 'archive'> & {
+      options: Pick<EnginePorts['options'], 'maxWaiting'>;
+    },
     private readonly runner: TurnRunnerLike,
     private readonly admission: LaneAdmission,
   ) {}
@@ -54,6 +56,10 @@ export class TurnScheduler implements SessionLanes {
     const input = pendingInput(message);
     const sessionId = message.sessionId;
     let lane = this.lanes.get(sessionId);
+    if (lane && lane.waitingCount >= this.ports.options.maxWaiting) {
+      // The waiting list is bounded: the input never waits, so the list does not change (S8).
+      return settleInput(this.ports.events, input, { settled: 'dropped', reason: 'queue-full' });
+    }
     if (!lane) this.lanes.set(sessionId, (lane = new SessionLane<PendingInput>()));
     lane.arrive({ seq: ++this.seq, source: message.source, payload: input });
     this.pump(sessionId);
@@ -126,9 +132,10 @@ export class TurnScheduler implements SessionLanes {
 
   /** Archives dropped inputs without turn id when asked, then settles them (I9). */
   private async carryOut(plan: DropPlan): Promise<void> {
-    if (plan.archive) {
+    const archivable = plan.archive ? plan.inputs.filter((p) => isArchivable(p.message)) : [];
+    if (archivable.length) {
       try {
-        await this.ports.archive.append(plan.inputs.map((p) => archivedInput(p.message)));
+        await this.ports.archive.append(archivable.map((p) => archivedInput(p.message)));
       } catch (error) {
         this.logger.error(
           `Could not archive ${plan.inputs.length} dropped input(s): ${String(error)}`,
@@ -201,13 +208,19 @@ export class TurnScheduler implements SessionLanes {
     return plans;
   }
 
-  /** Emits `agent:queue` when the waiting list changed since the last announcement (S8). */
+  /**
+   * Emits `agent:queue` when the waiting list changed since the last announcement (S8). Each
+   * change adds, removes or empties, so length and first and last arrival tell a change apart
+   * in constant time; the list is built only when somebody listens.
+   */
   private announce(sessionId: string): void {
-    const waiting = this.lanes.get(sessionId)?.waitingInputs() ?? [];
-    const key = waiting.map((i) => i.seq).join(',');
+    const lane = this.lanes.get(sessionId);
+    const key = lane?.waitingCount ? lane.waitingKey() : '';
     if ((this.announced.get(sessionId) ?? '') === key) return;
     if (key) this.announced.set(sessionId, key);
     else this.announced.delete(sessionId);
+    if (!this.ports.events.hasListeners('agent:queue')) return;
+    const waiting = lane?.waitingInputs() ?? [];
     this.ports.events.emit('agent:queue', {
       sessionId,
       waiting: waiting.map((i) => i.payload.message),

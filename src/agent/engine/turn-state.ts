@@ -102,6 +102,14 @@ export class TurnState {
   }
 }
 
+/** The source of idle topic openers: the agent speaking first, not anybody's words. */
+export const IDLE_TRIGGER_SOURCE = 'idle-trigger';
+
+/** H1: idle topic openers are never archived (opening a turn, or dropped). */
+export function isArchivable(message: IncomingMessage): boolean {
+  return message.source !== IDLE_TRIGGER_SOURCE;
+}
+
 /** The session's history count limit (U6). */
 export function historyLimitOf(options: ResolvedAgentOptions, state: TurnState): number {
   return state.settings?.historyLimit ?? options.historyLimit;

@@ -26,6 +26,8 @@ export class Turn {
   stop?: Pick<AbortOptions, 'by' | 'reason'>;
   /** Pending inputs of the turn, index-aligned with `inputs`. */
   readonly members: PendingInput[] = [];
+  /** Set when the turn deadline stopped it: it then ends `error`, not `aborted`. */
+  deadlineHit = false;
   /** Whether the turn's stream-end marker went out (I9: once per turn). */
   streamEnded = false;
   private markSettled!: () => void;

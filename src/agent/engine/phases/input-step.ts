@@ -1,6 +1,6 @@
 import type { IncomingMessage, ModelMessage } from '../../../contracts';
 import type { EnginePorts, LaneHandle } from '../ports';
-import { archivedInput, inputToModelMessage, type TurnState } from '../turn-state';
+import { archivedInput, inputToModelMessage, isArchivable, type TurnState } from '../turn-state';
 
 /** What archiving inputs uses. */
 export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator'>;
@@ -12,6 +12,10 @@ export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator'>;
 export async function archiveOpening(ports: InputStepPorts, state: TurnState): Promise<void> {
   const { turn } = state;
   const models = turn.inputs.map((i) => asModel(state, i.message));
+  state.openingMessages = models;
+  // H1: an idle topic opener (a sourced input, so alone in its turn) is never archived, so a
+  // stopped idle turn with nothing else in history writes no stop marker (P5).
+  if (!turn.inputs.every((i) => isArchivable(i.message))) return;
   const stored = await ports.archive.append(
     turn.inputs.map((i, at) =>
       archivedInput(
@@ -22,7 +26,6 @@ export async function archiveOpening(ports: InputStepPorts, state: TurnState): P
     ),
   );
   stored.forEach((m, i) => (turn.inputs[i].archived = m));
-  state.openingMessages = models;
   state.persistedAny = true;
 }
 

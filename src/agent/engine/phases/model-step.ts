@@ -17,7 +17,9 @@ export interface StepResponse extends ChatResponse {
 }
 
 /** What calling the model uses. */
-export type ModelStepPorts = Pick<EnginePorts, 'events' | 'instrumentation'>;
+export type ModelStepPorts = Pick<EnginePorts, 'events' | 'instrumentation'> & {
+  options: Pick<EnginePorts['options'], 'llmIdleTimeoutMs'>;
+};
 
 /**
  * Calls the turn's model once, through the instrumentation seam. Streams when the provider can
@@ -39,6 +41,7 @@ export async function callModel(
     maxTokens: capabilities.maxOutputTokens,
     think: state.settings?.think,
     capabilities,
+    idleTimeoutMs: ports.options.llmIdleTimeoutMs,
     signal,
   };
   const info = {

@@ -38,8 +38,12 @@ export async function runToolCalls(
   deps: ToolStepPorts,
   state: TurnState,
   assistant: { content: string; reasoningContent?: string; toolCalls: ToolCall[] },
+  /** Names of the tools the call offered; a call of any other tool gets the unknown-tool result. */
+  offered?: ReadonlySet<string>,
 ): Promise<ModelMessage[]> {
-  const executed = await Promise.all(assistant.toolCalls.map((call) => runOne(deps, state, call)));
+  const executed = await Promise.all(
+    assistant.toolCalls.map((call) => runOne(deps, state, call, offered)),
+  );
   // The timeline gets the calls in call order, each with its callId (P1).
   for (const e of executed) state.segments.push(e.segment);
   const turnId = state.turn.id;
@@ -84,6 +88,7 @@ async function runOne(
   deps: ToolStepPorts,
   state: TurnState,
   call: ToolCall,
+  offered: ReadonlySet<string> | undefined,
 ): Promise<ExecutedCall> {
   const callId = randomUUID();
   const startTime = Date.now();
@@ -103,11 +108,15 @@ async function runOne(
     phase: 'start',
     args: before.args,
   });
+  // A tool that was not offered to this call (none registered, or a hook removed it) never
+  // runs: the model gets the same answer as for a tool that does not exist.
   const outcome: ToolResult = parsed.error
     ? toolError(parsed.error)
-    : reached
-      ? await execute(deps, before, context)
-      : toolError(`The call to "${before.name}" was refused`);
+    : !reached
+      ? toolError(`The call to "${before.name}" was refused`)
+      : offered && !offered.has(before.name)
+        ? toolError(`Unknown tool "${before.name}"`)
+        : await execute(deps, before, context);
   const after: ToolAfterContext = {
     name: before.name,
     args: before.args,

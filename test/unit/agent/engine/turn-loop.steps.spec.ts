@@ -175,15 +175,31 @@ describe('runSteps (step loop)', () => {
       expect(final.response.content).toBe('no tools for me');
     });
 
-    it('tool calls are not run when no tool was offered', async () => {
+    it('a call of a tool that was not offered gets the unknown-tool result and the loop goes on', async () => {
       const { sut, provider, mocks } = setup({ noTools: true });
-      provider.script(answers.tools([newToolCall('echo')], 'hallucinated'));
+      provider.script(answers.tools([newToolCall('echo')], 'hallucinated'), answers.text('done'));
 
       const final = await sut();
 
-      expect(provider.requests).toHaveLength(1);
-      expect(mocks.archive.append).not.toHaveBeenCalled();
-      expect(final.response.content).toBe('hallucinated');
+      expect(provider.requests).toHaveLength(2);
+      const group = mocks.archive.append.mock.calls[0][0];
+      expect(group.map((m) => [m.role, m.content])).toEqual([
+        ['assistant', 'hallucinated'],
+        ['tool', expect.stringContaining('Unknown tool \\"echo\\"')],
+      ]);
+      expect(final.response.content).toBe('done');
+    });
+
+    it('a last allowed call that still asks for tools and says nothing ends the turn with a reason', async () => {
+      const { sut, provider } = setup({ settings: { maxToolIterations: 1 } });
+      provider.script(
+        answers.tools([newToolCall('echo', { text: 'a' })]),
+        answers.tools([newToolCall('echo', { text: 'b' })]),
+      );
+
+      await expect(sut()).rejects.toThrow(/still asked for tools after 1 rounds/);
+      expect(provider.requests).toHaveLength(2);
+      expect(provider.requests[1].tools).toBeUndefined();
     });
 
     it('S3: a stop during the tool calls ends the loop before the next model call', async () => {
@@ -272,7 +288,7 @@ describe('runSteps (step loop)', () => {
         ctx.tools = [];
         await next();
       });
-      provider.script(answers.tools([newToolCall('echo')], 'short'));
+      provider.script(answers.tools([newToolCall('echo')], 'short'), answers.text('shorter'));
 
       const final = await sut();
 
@@ -281,7 +297,10 @@ describe('runSteps (step loop)', () => {
         role: 'system',
         content: 'Answer briefly.',
       });
-      expect(final.response.content).toBe('short');
+      // The tool the hook took away is not run, though it is registered.
+      const result = provider.requests[1].messages.find((m) => m.role === 'tool');
+      expect(result?.content).toContain('Unknown tool');
+      expect(final.response.content).toBe('shorter');
     });
 
     it('S3: a stop while agent:llm:before runs prevents the call', async () => {

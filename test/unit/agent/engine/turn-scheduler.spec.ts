@@ -8,7 +8,7 @@ import type {
 import { HoldTable } from '../../../../src/distribution/hold-table';
 import type { TurnConclusion } from '../../../../src/agent/instrumentation';
 import { Deferred } from '../../../../src/agent/engine/deferred';
-import type { EnginePorts, LaneHandle } from '../../../../src/agent/engine/ports';
+import type { LaneHandle } from '../../../../src/agent/engine/ports';
 import type { Turn } from '../../../../src/agent/engine/turn';
 import { TurnScheduler, type TurnRunnerLike } from '../../../../src/agent/engine/turn-scheduler';
 
@@ -41,8 +41,12 @@ function setup() {
         }));
       },
     },
-    events: { emit: (name: string, payload: unknown) => events.push({ name, payload }) },
-  } as unknown as Pick<EnginePorts, 'archive' | 'events'>;
+    events: {
+      emit: (name: string, payload: unknown) => events.push({ name, payload }),
+      hasListeners: () => true,
+    },
+    options: { maxWaiting: 1000 },
+  } as unknown as ConstructorParameters<typeof TurnScheduler>[0];
   const holds = new HoldTable();
   const scheduler = new TurnScheduler(deps, runner, { isHeld: (id) => holds.isHeld(id) });
   const settled = new Map<string, Settlement>();

@@ -22,7 +22,9 @@ import {
  */
 
 /** Drops every table of the stores behind their back: each statement is refused. */
-const DROP_TABLES = 'drop table messages; drop table sessions; drop table generations;';
+const DROP_TABLES = ['messages', 'sessions', 'generations', 'inbox', 'inbox_counter']
+  .map((table) => `drop table if exists ${table};`)
+  .join(' ');
 
 describe('SQL stores: faults on sqlite', () => {
   let file: TempDb;

@@ -158,5 +158,12 @@ export function everyStoreCall(stores: SqlStores, sid: string) {
     ['history', () => stores.log.clear(sid)],
     ['history', () => stores.log.rollbackTurn(sid, 't1')],
     ['history', () => stores.log.deleteSession(sid)],
+    ['inbox', () => stores.inbox.accept({ id: `in-${sid}`, sessionId: sid, content: 'x' })],
+    ['inbox', () => stores.inbox.enterTurn([`in-${sid}`], 't1')],
+    ['inbox', () => stores.inbox.settle([`in-${sid}`], { settled: 'discarded' })],
+    ['inbox', () => stores.inbox.get(`in-${sid}`)],
+    ['inbox', () => stores.inbox.unsettled(sid)],
+    ['inbox', () => stores.inbox.prune(new Date().toISOString())],
+    ['inbox', () => stores.inbox.deleteSession(sid)],
   ] as const;
 }

@@ -7,6 +7,7 @@ import { AgentError } from '../../contracts';
 import { migrateToLatest } from './migrations';
 import { discardingBrokenClients, postgresTimeouts } from './postgres-pool';
 import type { Database, SqlDialect } from './schema';
+import { SqlInputInbox } from './sql-input.inbox';
 import { SqlMessageLog } from './sql-message.log';
 import { SqlSessionStore } from './sql-session.store';
 import { FileLock, FileLockedSqliteDialect } from './sqlite-file-lock';
@@ -46,11 +47,13 @@ export interface OpenDatabase {
   close(): Promise<void>;
 }
 
-/** Both SQL stores over one open and migrated database. */
+/** The SQL stores over one open and migrated database. */
 export interface SqlStores {
   sessions: SqlSessionStore;
   /** `HistoryStore` and `MessageArchive` at once. */
   log: SqlMessageLog;
+  /** The `InputInbox`. */
+  inbox: SqlInputInbox;
   dialect: SqlDialect;
   /** Closes the database; safe to call more than once. */
   close(): Promise<void>;
@@ -103,6 +106,7 @@ export async function createSqlStores(
   return {
     sessions: new SqlSessionStore(opened.db),
     log: new SqlMessageLog(opened.db),
+    inbox: new SqlInputInbox(opened.db, opened.dialect),
     dialect: opened.dialect,
     close: opened.close,
   };

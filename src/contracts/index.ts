@@ -9,3 +9,4 @@ export * from './hooks';
 export * from './events';
 export * from './errors';
 export * from './dispatch';
+export * from './text-policy';

@@ -1,4 +1,5 @@
 import { MemoryMessageLog, MemorySessionStore } from '../../src';
+import { MemoryInputInbox } from '../../src/session-bridge';
 import { describeHistoryContract } from './store-contract';
 
 describeHistoryContract('memory', async () => {
@@ -8,6 +9,7 @@ describeHistoryContract('memory', async () => {
     history: log,
     archive: log,
     sessions: new MemorySessionStore(),
+    inbox: new MemoryInputInbox(),
     cleanup: async () => undefined,
   };
 });

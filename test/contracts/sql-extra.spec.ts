@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { sql } from 'kysely';
-import { createSqlStores, type NewMessage, type SqlStores } from '../../src';
-import { migrateToLatest, openDatabase } from '../../src/session-bridge';
+import { Migrator, sql } from 'kysely';
+import { createSqlStores, SqlMessageLog, type NewMessage, type SqlStores } from '../../src';
+import { InCodeMigrationProvider, migrateToLatest, openDatabase } from '../../src/session-bridge';
 import {
   closeAll,
   describePg,
@@ -13,6 +13,9 @@ import {
   tempSqlite,
   type TempDb,
 } from './sql-test-db';
+
+/** Every migration, in run order. */
+const MIGRATIONS = ['0001_initial', '0002_inbox'];
 
 const msg = (sessionId: string, content: string, extra: Partial<NewMessage> = {}): NewMessage => ({
   sessionId,
@@ -78,6 +81,38 @@ describe('SQL stores: SQLite specifics', () => {
     expect(await a.log.count(sid)).toBe(1);
   });
 
+  it('two stores on one file: the same inbox id accepted by both is recorded once', async () => {
+    const [a, b] = await Promise.all([stores(), stores()]);
+    const input = { id: `in-${randomUUID()}`, sessionId: `s-${randomUUID()}`, content: 'x' };
+
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).inbox.accept(input)),
+    );
+
+    expect(results.filter((r) => !r.duplicate)).toHaveLength(1);
+    expect(new Set(results.map((r) => r.entry.seq)).size).toBe(1);
+    expect(await b.inbox.unsettled(input.sessionId)).toHaveLength(1);
+  });
+
+  it('a database of the first schema version is migrated to the inbox, its history kept', async () => {
+    const opened = await openDatabase(file.url);
+    try {
+      const provider = new InCodeMigrationProvider('sqlite');
+      const migrator = new Migrator({ db: opened.db, provider });
+      expect((await migrator.migrateTo('0001_initial')).error).toBeUndefined();
+      // Written by the first version, which had no inbox.
+      await new SqlMessageLog(opened.db).append([msg('s', 'old')]);
+      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(['0002_inbox']);
+    } finally {
+      await opened.close();
+    }
+
+    const upgraded = await stores();
+    expect((await upgraded.log.history('s')).map((m) => m.content)).toEqual(['old']);
+    await upgraded.inbox.accept({ id: 'in-1', sessionId: 's', content: 'new' });
+    expect(await upgraded.inbox.unsettled('s')).toHaveLength(1);
+  });
+
   it('another process writing the same file at the same time waits instead of failing', async () => {
     const mine = await stores();
     const sid = `s-${randomUUID()}`;
@@ -134,12 +169,12 @@ describe('SQL stores: SQLite specifics', () => {
   it('migrations run twice are a no-op, recorded once in the migration table', async () => {
     const opened = await openDatabase(file.url);
     try {
-      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(['0001_initial']);
+      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(MIGRATIONS);
       expect(await migrateToLatest(opened.db, opened.dialect)).toEqual([]);
       const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(
         opened.db,
       );
-      expect(rows.map((r) => r.name)).toEqual(['0001_initial']);
+      expect(rows.map((r) => r.name)).toEqual(MIGRATIONS);
     } finally {
       await opened.close();
     }
@@ -236,12 +271,18 @@ describePg('SQL stores: PostgreSQL specifics', () => {
       b.log.append([msg(sid, 'b', { key })]),
     ]);
     expect(fromA.id).toBe(fromB.id);
+    const input = { id: `in-${randomUUID()}`, sessionId: sid, content: 'x' };
+    const accepted = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).inbox.accept(input)),
+    );
+    expect(accepted.filter((r) => !r.duplicate)).toHaveLength(1);
+    expect(await b.inbox.unsettled(sid)).toEqual([accepted[0].entry]);
   });
 
   it('migrations run twice are a no-op', async () => {
     const opened = await openDatabase(schema.url);
     try {
-      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(['0001_initial']);
+      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(MIGRATIONS);
       expect(await migrateToLatest(opened.db, opened.dialect)).toEqual([]);
     } finally {
       await opened.close();

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { StoreOpenError, type SqlStores } from '../../src';
+import { StoreOpenError, StoreUnavailableError, type NewMessage, type SqlStores } from '../../src';
 
 /**
  * Throwaway databases for the SQL store specs: a SQLite file in a temp directory, or a
@@ -110,4 +110,60 @@ export async function expectOpenError(promise: Promise<unknown>, name: string, s
   expect(message).toContain(name);
   if (says) expect(message).toMatch(says);
   return message;
+}
+
+/**
+ * Awaits `call` and expects it to reject with a `StoreUnavailableError` naming `store`, with the
+ * driver's error as `cause`; resolves with the error and how long the call took.
+ */
+export async function expectUnavailable(
+  call: () => Promise<unknown>,
+  store: string,
+): Promise<{ error: StoreUnavailableError; ms: number }> {
+  const started = performance.now();
+  const error = await call().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const ms = performance.now() - started;
+  expect(error).toBeInstanceOf(StoreUnavailableError);
+  const unavailable = error as StoreUnavailableError;
+  expect(unavailable.store).toBe(store);
+  expect(unavailable.message).toContain(`The ${store} store is unavailable`);
+  expect(unavailable.cause).toBeDefined();
+  return { error: unavailable, ms };
+}
+
+/** A plain user message of `sessionId`. */
+export const msg = (sessionId: string, content = 'x'): NewMessage => ({
+  sessionId,
+  role: 'user',
+  content,
+  metadata: {},
+});
+
+/** One call of every SQL adapter method, with the store it must name. */
+export function everyStoreCall(stores: SqlStores, sid: string) {
+  return [
+    ['sessions', () => stores.sessions.get(sid)],
+    ['sessions', () => stores.sessions.ensure(sid)],
+    ['sessions', () => stores.sessions.update(sid, { think: true })],
+    ['sessions', () => stores.sessions.delete(sid)],
+    ['sessions', () => stores.sessions.generationOf(sid)],
+    ['sessions', () => stores.sessions.advanceGeneration(sid)],
+    ['sessions', () => stores.sessions.list()],
+    ['archive', () => stores.log.append([msg(sid)])],
+    ['history', () => stores.log.history(sid, { limit: 2 })],
+    ['history', () => stores.log.count(sid)],
+    ['history', () => stores.log.clear(sid)],
+    ['history', () => stores.log.rollbackTurn(sid, 't1')],
+    ['history', () => stores.log.deleteSession(sid)],
+    ['inbox', () => stores.inbox.accept({ id: `in-${sid}`, sessionId: sid, content: 'x' })],
+    ['inbox', () => stores.inbox.enterTurn([`in-${sid}`], 't1')],
+    ['inbox', () => stores.inbox.settle([`in-${sid}`], { settled: 'discarded' })],
+    ['inbox', () => stores.inbox.get(`in-${sid}`)],
+    ['inbox', () => stores.inbox.unsettled(sid)],
+    ['inbox', () => stores.inbox.prune(new Date().toISOString())],
+    ['inbox', () => stores.inbox.deleteSession(sid)],
+  ] as const;
 }

@@ -4,33 +4,51 @@ import {
   SessionNotFoundError,
   WellKnownMetadataKeys as K,
   type HistoryStore,
+  type InputInbox,
   type Message,
   type MessageArchive,
   type NewMessage,
   type SessionStore,
 } from '../../src';
+import { describeInboxContract } from './store-contract.inbox';
 
-/** The stores one adapter provides, and how to release them. */
-export interface ContractStores {
+/** The ports one adapter provides. */
+export interface ContractPorts {
   history: HistoryStore;
   archive: MessageArchive;
   sessions: SessionStore;
+  inbox: InputInbox;
+}
+
+/** The stores one adapter provides, and how to release them. */
+export interface ContractStores extends ContractPorts {
+  /**
+   * Durable adapters: closes the stores and opens them again on the same database, as a
+   * restarted server does; `cleanup` then releases the reopened ones.
+   */
+  restart?(): Promise<ContractPorts>;
   /** Releases connections and removes what the suite wrote. */
   cleanup(): Promise<void>;
+}
+
+/** What an adapter is, beyond the ports: `durable` ones keep their data across a restart. */
+export interface ContractTraits {
+  durable: boolean;
 }
 
 /** Role and content of each message, for compact order assertions. */
 const shape = (messages: readonly Message[]) => messages.map((m) => `${m.role}:${m.content}`);
 
 /**
- * The contract every `HistoryStore` + `MessageArchive` + `SessionStore` adapter holds (P3, P4,
- * U5, S6, S7). Adapter-agnostic: each test works on fresh random session ids. `makeStores` is
- * called before each test, `cleanup` after it. One test calls `clear()` (all sessions): give a
- * database adapter a database or schema of its own.
+ * The contract every `HistoryStore` + `MessageArchive` + `SessionStore` + `InputInbox` adapter
+ * holds (P3, P4, U5, S6, S7, the inbox). Adapter-agnostic: each test works on fresh random
+ * session ids. `makeStores` is called before each test, `cleanup` after it. One test calls
+ * `clear()` (all sessions): give a database adapter a database or schema of its own.
  */
 export function describeHistoryContract(
   name: string,
   makeStores: () => Promise<ContractStores>,
+  traits: ContractTraits = { durable: false },
 ): void {
   describe(`store contract: ${name}`, () => {
     let stores: ContractStores;
@@ -378,5 +396,11 @@ export function describeHistoryContract(
         expect(await sessions.generationOf(sid)).toBe(advanced);
       });
     });
+
+    describeInboxContract(
+      () => stores,
+      () => sid,
+      traits,
+    );
   });
 }

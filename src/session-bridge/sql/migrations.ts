@@ -74,6 +74,41 @@ export function sqlMigrations(dialect: SqlDialect): Record<string, Migration> {
         await db.schema.dropTable('messages').execute();
       },
     },
+    '0002_inbox': {
+      async up(db: Kysely<any>): Promise<void> {
+        await db.schema
+          .createTable('inbox')
+          .addColumn('id', 'text', (col) => col.primaryKey())
+          .addColumn('session_id', 'text', (col) => col.notNull())
+          .addColumn('seq', dialect === 'postgres' ? 'bigserial' : 'integer', (col) =>
+            col.notNull(),
+          )
+          .addColumn('message', 'text', (col) => col.notNull())
+          .addColumn('accepted_at', 'text', (col) => col.notNull())
+          .addColumn('turn_id', 'text')
+          .addColumn('settlement', 'text')
+          .addColumn('settled_at', 'text')
+          .execute();
+        // unsettled() and prune() select by settled_at; a session's entries walk by seq.
+        await db.schema.createIndex('inbox_settled_at').on('inbox').column('settled_at').execute();
+        await db.schema
+          .createIndex('inbox_session_seq')
+          .on('inbox')
+          .columns(['session_id', 'seq'])
+          .execute();
+        if (dialect === 'sqlite') {
+          await db.schema
+            .createTable('inbox_counter')
+            .addColumn('name', 'text', (col) => col.primaryKey())
+            .addColumn('value', 'integer', (col) => col.notNull())
+            .execute();
+        }
+      },
+      async down(db: Kysely<any>): Promise<void> {
+        if (dialect === 'sqlite') await db.schema.dropTable('inbox_counter').execute();
+        await db.schema.dropTable('inbox').execute();
+      },
+    },
   };
 }
 

@@ -5,13 +5,28 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Pool, PoolConfig } from 'pg';
 import { AgentError } from '../../contracts';
 import { migrateToLatest } from './migrations';
+import { discardingBrokenClients, postgresTimeouts } from './postgres-pool';
 import type { Database, SqlDialect } from './schema';
+import { SqlInputInbox } from './sql-input.inbox';
 import { SqlMessageLog } from './sql-message.log';
 import { SqlSessionStore } from './sql-session.store';
 import { FileLock, FileLockedSqliteDialect } from './sqlite-file-lock';
 
 /** The configuration variable that names the database, as it appears in error messages. */
 const SETTING = 'AGENT_DB';
+
+/** Default of `SqlStoreOptions.timeoutMs`. */
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** Options of `openDatabase` and `createSqlStores`. */
+export interface SqlStoreOptions {
+  /**
+   * The longest a store call waits on the database, in milliseconds: PostgreSQL's connect,
+   * pool and query timeouts, SQLite's busy timeout. A call that hits it rejects with
+   * `StoreUnavailableError` instead of hanging. @default 10000
+   */
+  timeoutMs?: number;
+}
 
 /**
  * The database could not be opened or brought to the current schema. The message is one line
@@ -32,11 +47,13 @@ export interface OpenDatabase {
   close(): Promise<void>;
 }
 
-/** Both SQL stores over one open and migrated database. */
+/** The SQL stores over one open and migrated database. */
 export interface SqlStores {
   sessions: SqlSessionStore;
   /** `HistoryStore` and `MessageArchive` at once. */
   log: SqlMessageLog;
+  /** The `InputInbox`. */
+  inbox: SqlInputInbox;
   dialect: SqlDialect;
   /** Closes the database; safe to call more than once. */
   close(): Promise<void>;
@@ -48,27 +65,36 @@ export function isPostgresUrl(url: string): boolean {
 }
 
 /**
- * Opens the database `url` names: `postgres://` / `postgresql://` -> a `pg` pool, anything else
- * -> a SQLite file (WAL, `busy_timeout = 5000`, `synchronous = NORMAL`; the parent directory is
- * created). Drivers are optional packages loaded here, lazily. Checks the connection before it
- * returns. Throws `StoreOpenError` (one line naming AGENT_DB) when it cannot.
+ * Opens the database `url` names: `postgres://` / `postgresql://` -> a `pg` pool (connect, pool
+ * and query timeouts of `timeoutMs`), anything else -> a SQLite file (WAL, `busy_timeout` of
+ * `timeoutMs`, `synchronous = NORMAL`; the parent directory is created). Drivers are optional
+ * packages loaded here, lazily. Checks the connection before it returns. Throws
+ * `StoreOpenError` (one line naming AGENT_DB) when it cannot.
  */
-export async function openDatabase(url: string): Promise<OpenDatabase> {
-  if (isPostgresUrl(url)) return openPostgres(url);
+export async function openDatabase(
+  url: string,
+  options: SqlStoreOptions = {},
+): Promise<OpenDatabase> {
+  const timeoutMs = timeoutOf(options);
+  if (isPostgresUrl(url)) return openPostgres(url, timeoutMs);
   if (/^[a-z][a-z0-9+.-]+:\/\//i.test(url)) {
     throw new StoreOpenError(
       `${SETTING} "${redact(url)}" is neither a postgres:// URL nor a SQLite file path`,
     );
   }
-  return openSqlite(url);
+  return openSqlite(url, timeoutMs);
 }
 
 /**
  * Opens the database `url` names (see `openDatabase`), runs the migrations, and returns the
- * stores over it. Throws `StoreOpenError` when the database cannot be opened or migrated.
+ * stores over it. Throws `StoreOpenError` when the database cannot be opened or migrated; once
+ * open, a store call the database fails rejects with `StoreUnavailableError`.
  */
-export async function createSqlStores(url: string): Promise<SqlStores> {
-  const opened = await openDatabase(url);
+export async function createSqlStores(
+  url: string,
+  options: SqlStoreOptions = {},
+): Promise<SqlStores> {
+  const opened = await openDatabase(url, options);
   try {
     await migrateToLatest(opened.db, opened.dialect);
   } catch (error) {
@@ -80,12 +106,24 @@ export async function createSqlStores(url: string): Promise<SqlStores> {
   return {
     sessions: new SqlSessionStore(opened.db),
     log: new SqlMessageLog(opened.db),
+    inbox: new SqlInputInbox(opened.db, opened.dialect),
     dialect: opened.dialect,
     close: opened.close,
   };
 }
 
-async function openSqlite(path: string): Promise<OpenDatabase> {
+/** The validated `timeoutMs` option. */
+function timeoutOf(options: SqlStoreOptions): number {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+    throw new StoreOpenError(
+      `The store option timeoutMs must be a positive whole number of milliseconds, got ${String(timeoutMs)}`,
+    );
+  }
+  return timeoutMs;
+}
+
+async function openSqlite(path: string, timeoutMs: number): Promise<OpenDatabase> {
   const Sqlite = loadOptional<typeof BetterSqlite3>(
     'better-sqlite3',
     `${SETTING} is a SQLite file path but the optional package "better-sqlite3" is not installed: npm install better-sqlite3`,
@@ -96,7 +134,7 @@ async function openSqlite(path: string): Promise<OpenDatabase> {
     if (!inMemory) mkdirSync(dirname(resolve(path)), { recursive: true });
     handle = new Sqlite(path);
     // busy_timeout first: the other pragmas may have to wait for another process.
-    handle.pragma('busy_timeout = 5000');
+    handle.pragma(`busy_timeout = ${timeoutMs}`);
     handle.pragma('journal_mode = WAL');
     handle.pragma('synchronous = NORMAL');
     // Reads the header (a corrupted file fails here) and proves the file is writable.
@@ -117,13 +155,13 @@ async function openSqlite(path: string): Promise<OpenDatabase> {
   });
 }
 
-async function openPostgres(url: string): Promise<OpenDatabase> {
+async function openPostgres(url: string, timeoutMs: number): Promise<OpenDatabase> {
   const pg = loadOptional<typeof import('pg')>(
     'pg',
     `${SETTING} is a PostgreSQL URL but the optional package "pg" is not installed: npm install pg`,
   );
   // The URL's own parameters (connect_timeout, options, ...) take precedence over these.
-  const config: PoolConfig = { connectionString: url, connectionTimeoutMillis: 10_000 };
+  const config: PoolConfig = { connectionString: url, ...postgresTimeouts(timeoutMs) };
   const pool: Pool = new pg.Pool(config);
   // NOTE: an idle client that loses its server emits 'error' on the pool; unhandled, that event
   // would crash the process. The next query fails on its own and reports the cause.
@@ -136,7 +174,10 @@ async function openPostgres(url: string): Promise<OpenDatabase> {
       cause: error,
     });
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const isServerError = (error: unknown) => error instanceof pg.DatabaseError;
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: discardingBrokenClients(pool, isServerError) }),
+  });
   return withClose(db, 'postgres', async () => {
     // Kysely ends the pool only if it ever ran a query.
     if (!pool.ended) await pool.end();

@@ -56,9 +56,42 @@ export interface GenerationsTable {
   generation: number;
 }
 
+/** The input inbox (`InputInbox`): one row per accepted input, until it is pruned. */
+export interface InboxTable {
+  /** The input's id (`IncomingMessage.id`): the primary key that makes `accept` idempotent. */
+  id: string;
+  session_id: string;
+  /**
+   * Arrival order across the inbox. PostgreSQL: a `bigserial` (returned as a string); SQLite:
+   * taken from `inbox_counter` in the accepting transaction.
+   */
+  seq: Generated<number | string>;
+  /** The input as accepted (`IncomingMessage` with its id), as JSON text. */
+  message: string;
+  /** ISO-8601 time of acceptance. */
+  accepted_at: string;
+  /** The turn the input entered, once it did. */
+  turn_id: string | null;
+  /** The first `Settlement`, as JSON text; null while unsettled. */
+  settlement: string | null;
+  /** ISO-8601 time of the settlement; null while unsettled (indexed: `unsettled`, `prune`). */
+  settled_at: string | null;
+}
+
+/**
+ * SQLite only: the inbox's sequence. A column that is not the primary key cannot autoincrement
+ * in SQLite, and `max(seq) + 1` would hand out a pruned entry's number again.
+ */
+export interface InboxCounterTable {
+  name: string;
+  value: number;
+}
+
 /** The database the SQL stores read and write. */
 export interface Database {
   messages: MessagesTable;
   sessions: SessionsTable;
   generations: GenerationsTable;
+  inbox: InboxTable;
+  inbox_counter: InboxCounterTable;
 }

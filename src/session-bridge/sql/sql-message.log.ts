@@ -11,6 +11,7 @@ import {
   type NewMessage,
 } from '../../contracts';
 import type { Database, MessagesTable } from './schema';
+import { guarded } from './store-errors';
 
 /** Rows per multi-row INSERT: well under SQLite's and PostgreSQL's bound-parameter limits. */
 const INSERT_CHUNK = 500;
@@ -18,7 +19,8 @@ const INSERT_CHUNK = 500;
 /**
  * History and archive over the `messages` table, for SQLite and PostgreSQL alike (written once
  * against Kysely). Serves both the `HistoryStore` and the `MessageArchive` port, with the
- * semantics of `MemoryMessageLog`. Returned messages are fresh objects.
+ * semantics of `MemoryMessageLog`. Returned messages are fresh objects. A database failure
+ * rejects with `StoreUnavailableError`: store `'archive'` for `append`, `'history'` otherwise.
  */
 export class SqlMessageLog implements HistoryStore, MessageArchive {
   private lastTime = 0;
@@ -26,95 +28,107 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   constructor(private readonly db: Kysely<Database>) {}
 
   async append(messages: NewMessage[]): Promise<Message[]> {
-    if (messages.length === 0) return [];
-    const rows = messages.map((m) => toRow(m, m.createdAt ?? this.now()));
-    // One transaction: a tool-call group is persisted whole or not at all.
-    const stored = await this.db.transaction().execute(async (trx) => {
-      const out: Array<Selectable<MessagesTable> | Insertable<MessagesTable>> = [];
-      let run: Insertable<MessagesTable>[] = [];
-      const flush = async () => {
-        for (let i = 0; i < run.length; i += INSERT_CHUNK) {
-          await trx
-            .insertInto('messages')
-            .values(run.slice(i, i + INSERT_CHUNK))
-            .execute();
-        }
-        out.push(...run);
-        run = [];
-      };
-      for (const row of rows) {
-        if (row.msg_key == null) {
-          run.push(row);
-          continue;
+    return guarded('archive', 'append messages', async () => {
+      if (messages.length === 0) return [];
+      const rows = messages.map((m) => toRow(m, m.createdAt ?? this.now()));
+      // One transaction: a tool-call group is persisted whole or not at all.
+      const stored = await this.db.transaction().execute(async (trx) => {
+        const out: Array<Selectable<MessagesTable> | Insertable<MessagesTable>> = [];
+        let run: Insertable<MessagesTable>[] = [];
+        const flush = async () => {
+          for (let i = 0; i < run.length; i += INSERT_CHUNK) {
+            await trx
+              .insertInto('messages')
+              .values(run.slice(i, i + INSERT_CHUNK))
+              .execute();
+          }
+          out.push(...run);
+          run = [];
+        };
+        for (const row of rows) {
+          if (row.msg_key == null) {
+            run.push(row);
+            continue;
+          }
+          await flush();
+          out.push(await insertOnce(trx, row, row.msg_key));
         }
         await flush();
-        out.push(await insertOnce(trx, row, row.msg_key));
-      }
-      await flush();
-      return out;
+        return out;
+      });
+      return stored.map(fromRow);
     });
-    return stored.map(fromRow);
   }
 
   async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
-    const limit = query.limit ?? 0;
-    let select = this.db
-      .selectFrom('messages')
-      .selectAll()
-      .where('session_id', '=', sessionId)
-      .orderBy('seq');
-    if (Number.isInteger(limit) && limit > 0) {
-      // The seq of the limit-th newest conversation message, found by one walk backwards over
-      // the (session_id, seq) index; control kinds after it come along. Fewer conversation
-      // messages than `limit`: no cut-off, everything is returned.
-      select = select.where((eb) =>
-        eb(
-          'seq',
-          '>=',
-          eb.fn.coalesce(
-            eb
-              .selectFrom('messages')
-              .select('seq')
-              .where('session_id', '=', sessionId)
-              .where(isConversation)
-              .orderBy('seq', 'desc')
-              .limit(1)
-              .offset(limit - 1),
-            eb.lit(0),
+    return guarded('history', 'read history', async () => {
+      const limit = query.limit ?? 0;
+      let select = this.db
+        .selectFrom('messages')
+        .selectAll()
+        .where('session_id', '=', sessionId)
+        .orderBy('seq');
+      if (Number.isInteger(limit) && limit > 0) {
+        // The seq of the limit-th newest conversation message, found by one walk backwards over
+        // the (session_id, seq) index; control kinds after it come along. Fewer conversation
+        // messages than `limit`: no cut-off, everything is returned.
+        select = select.where((eb) =>
+          eb(
+            'seq',
+            '>=',
+            eb.fn.coalesce(
+              eb
+                .selectFrom('messages')
+                .select('seq')
+                .where('session_id', '=', sessionId)
+                .where(isConversation)
+                .orderBy('seq', 'desc')
+                .limit(1)
+                .offset(limit - 1),
+              eb.lit(0),
+            ),
           ),
-        ),
-      );
-    }
-    return (await select.execute()).map(fromRow);
+        );
+      }
+      return (await select.execute()).map(fromRow);
+    });
   }
 
   async count(sessionId: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('messages')
-      .select((eb) => eb.fn.countAll().as('n'))
-      .where('session_id', '=', sessionId)
-      .where(isConversation)
-      .executeTakeFirst();
-    return Number(row?.n ?? 0);
+    return guarded('history', 'count messages', async () => {
+      const row = await this.db
+        .selectFrom('messages')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('session_id', '=', sessionId)
+        .where(isConversation)
+        .executeTakeFirst();
+      return Number(row?.n ?? 0);
+    });
   }
 
   async clear(sessionId?: string): Promise<void> {
-    let remove = this.db.deleteFrom('messages');
-    if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
-    await remove.execute();
+    return guarded('history', 'clear history', async () => {
+      let remove = this.db.deleteFrom('messages');
+      if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
+      await remove.execute();
+    });
   }
 
   async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
-    const result = await this.db
-      .deleteFrom('messages')
-      .where('session_id', '=', sessionId)
-      .where('turn_id', '=', turnId)
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+    return guarded('history', 'roll back a turn', async () => {
+      const result = await this.db
+        .deleteFrom('messages')
+        .where('session_id', '=', sessionId)
+        .where('turn_id', '=', turnId)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows);
+    });
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    await this.db.deleteFrom('messages').where('session_id', '=', sessionId).execute();
+    return guarded('history', 'delete a session', async () => {
+      await this.db.deleteFrom('messages').where('session_id', '=', sessionId).execute();
+    });
   }
 
   /** Strictly increasing ISO times (per instance), so creation order is also time order. */

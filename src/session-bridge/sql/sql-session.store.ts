@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { SessionNotFoundError, type SessionSettings, type SessionStore } from '../../contracts';
 import type { Database } from './schema';
+import { guarded } from './store-errors';
 
 /** Settings as stored: everything but the session id. */
 type StoredSettings = Omit<SessionSettings, 'sessionId'>;
@@ -8,103 +9,118 @@ type StoredSettings = Omit<SessionSettings, 'sessionId'>;
 /**
  * `SessionStore` over the `sessions` and `generations` tables, for SQLite and PostgreSQL alike
  * (written once against Kysely), with the semantics of `MemorySessionStore`. Generations live in
- * their own table, so deleting settings keeps them (S7). Returned settings are fresh objects.
+ * their own table, so deleting settings keeps them (S7). Returned settings are fresh objects. A
+ * database failure rejects with `StoreUnavailableError` (store `'sessions'`).
  */
 export class SqlSessionStore implements SessionStore {
   constructor(private readonly db: Kysely<Database>) {}
 
   async get(sessionId: string): Promise<SessionSettings | undefined> {
-    const row = await this.db
-      .selectFrom('sessions')
-      .select('settings')
-      .where('session_id', '=', sessionId)
-      .executeTakeFirst();
-    return row && parseSettings(sessionId, row.settings);
-  }
-
-  async ensure(sessionId: string, defaults: StoredSettings = {}): Promise<SessionSettings> {
-    const settings = withoutSessionId(defaults);
-    const now = new Date().toISOString();
-    await this.db
-      .insertInto('sessions')
-      .values({
-        session_id: sessionId,
-        kind: settings.kind ?? null,
-        settings: JSON.stringify(settings),
-        created_at: now,
-        updated_at: now,
-      })
-      .onConflict((oc) => oc.column('session_id').doNothing())
-      .execute();
-    // Read back: when the settings already existed, they are returned unchanged.
-    return (await this.get(sessionId)) ?? parseSettings(sessionId, JSON.stringify(settings));
-  }
-
-  async update(sessionId: string, patch: StoredSettings): Promise<SessionSettings> {
-    return this.db.transaction().execute(async (trx) => {
-      // NOTE: write first. It takes the row lock on PostgreSQL and the write lock on SQLite
-      // before the read, so concurrent updates merge in turn instead of losing a patch (and
-      // SQLite never has to upgrade a read transaction, which fails without waiting).
-      const touched = await trx
-        .updateTable('sessions')
-        .set({ updated_at: new Date().toISOString() })
-        .where('session_id', '=', sessionId)
-        .executeTakeFirst();
-      if (Number(touched.numUpdatedRows) === 0) throw new SessionNotFoundError(sessionId);
-      const row = await trx
+    return guarded('sessions', 'read settings', async () => {
+      const row = await this.db
         .selectFrom('sessions')
         .select('settings')
         .where('session_id', '=', sessionId)
-        .executeTakeFirstOrThrow();
-      const merged = withoutSessionId({
-        ...(JSON.parse(row.settings) as StoredSettings),
-        ...patch,
-      });
-      await trx
-        .updateTable('sessions')
-        .set({ settings: JSON.stringify(merged), kind: merged.kind ?? null })
-        .where('session_id', '=', sessionId)
+        .executeTakeFirst();
+      return row && parseSettings(sessionId, row.settings);
+    });
+  }
+
+  async ensure(sessionId: string, defaults: StoredSettings = {}): Promise<SessionSettings> {
+    return guarded('sessions', 'create settings', async () => {
+      const settings = withoutSessionId(defaults);
+      const now = new Date().toISOString();
+      await this.db
+        .insertInto('sessions')
+        .values({
+          session_id: sessionId,
+          kind: settings.kind ?? null,
+          settings: JSON.stringify(settings),
+          created_at: now,
+          updated_at: now,
+        })
+        .onConflict((oc) => oc.column('session_id').doNothing())
         .execute();
-      return parseSettings(sessionId, JSON.stringify(merged));
+      // Read back: when the settings already existed, they are returned unchanged.
+      return (await this.get(sessionId)) ?? parseSettings(sessionId, JSON.stringify(settings));
+    });
+  }
+
+  async update(sessionId: string, patch: StoredSettings): Promise<SessionSettings> {
+    return guarded('sessions', 'update settings', async () => {
+      return this.db.transaction().execute(async (trx) => {
+        // NOTE: write first. It takes the row lock on PostgreSQL and the write lock on SQLite
+        // before the read, so concurrent updates merge in turn instead of losing a patch (and
+        // SQLite never has to upgrade a read transaction, which fails without waiting).
+        const touched = await trx
+          .updateTable('sessions')
+          .set({ updated_at: new Date().toISOString() })
+          .where('session_id', '=', sessionId)
+          .executeTakeFirst();
+        if (Number(touched.numUpdatedRows) === 0) throw new SessionNotFoundError(sessionId);
+        const row = await trx
+          .selectFrom('sessions')
+          .select('settings')
+          .where('session_id', '=', sessionId)
+          .executeTakeFirstOrThrow();
+        const merged = withoutSessionId({
+          ...(JSON.parse(row.settings) as StoredSettings),
+          ...patch,
+        });
+        await trx
+          .updateTable('sessions')
+          .set({ settings: JSON.stringify(merged), kind: merged.kind ?? null })
+          .where('session_id', '=', sessionId)
+          .execute();
+        return parseSettings(sessionId, JSON.stringify(merged));
+      });
     });
   }
 
   async delete(sessionId: string): Promise<void> {
-    await this.db.deleteFrom('sessions').where('session_id', '=', sessionId).execute();
+    return guarded('sessions', 'delete settings', async () => {
+      await this.db.deleteFrom('sessions').where('session_id', '=', sessionId).execute();
+    });
   }
 
   async generationOf(sessionId: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('generations')
-      .select('generation')
-      .where('session_id', '=', sessionId)
-      .executeTakeFirst();
-    return row ? Number(row.generation) : 0;
+    return guarded('sessions', 'read the generation', async () => {
+      const row = await this.db
+        .selectFrom('generations')
+        .select('generation')
+        .where('session_id', '=', sessionId)
+        .executeTakeFirst();
+      return row ? Number(row.generation) : 0;
+    });
   }
 
   async advanceGeneration(sessionId: string): Promise<number> {
-    // One atomic upsert: concurrent callers each get their own, distinct generation.
-    const row = await this.db
-      .insertInto('generations')
-      .values({ session_id: sessionId, generation: 1 })
-      .onConflict((oc) =>
-        oc
-          .column('session_id')
-          .doUpdateSet((eb) => ({ generation: eb('generations.generation', '+', 1) })),
-      )
-      .returning('generation')
-      .executeTakeFirstOrThrow();
-    return Number(row.generation);
+    return guarded('sessions', 'advance the generation', async () => {
+      // One atomic upsert: concurrent callers each get their own, distinct generation.
+      const row = await this.db
+        .insertInto('generations')
+        .values({ session_id: sessionId, generation: 1 })
+        .onConflict((oc) =>
+          oc
+            .column('session_id')
+            .doUpdateSet((eb) => ({ generation: eb('generations.generation', '+', 1) })),
+        )
+        .returning('generation')
+        .executeTakeFirstOrThrow();
+      return Number(row.generation);
+    });
   }
 
   async list(): Promise<string[]> {
-    const rows = await this.db
-      .selectFrom('sessions')
-      .select('session_id')
-      .orderBy('created_at')
-      .orderBy('session_id')
-      .execute();
-    return rows.map((r) => r.session_id);
+    return guarded('sessions', 'list sessions', async () => {
+      const rows = await this.db
+        .selectFrom('sessions')
+        .select('session_id')
+        .orderBy('created_at')
+        .orderBy('session_id')
+        .execute();
+      return rows.map((r) => r.session_id);
+    });
   }
 }
 

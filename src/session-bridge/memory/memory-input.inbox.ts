@@ -1,0 +1,80 @@
+import type { IncomingMessage, InboxEntry, InputInbox, Settlement } from '../../contracts';
+
+/** An entry with the time it settled (kept for `prune`, not part of `InboxEntry`). */
+interface Stored {
+  entry: InboxEntry;
+  settledAt?: string;
+}
+
+/**
+ * In-memory `InputInbox`: the accepted inputs of this process only (a restart loses them; use a
+ * SQL inbox to resume after one). Returned entries are copies.
+ */
+export class MemoryInputInbox implements InputInbox {
+  /** By id, in acceptance order (an entry is never re-inserted), so also in `seq` order. */
+  private readonly entries = new Map<string, Stored>();
+  private lastSeq = 0;
+
+  async accept(
+    message: IncomingMessage & { id: string },
+  ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
+    const known = this.entries.get(message.id);
+    if (known) return { entry: structuredClone(known.entry), duplicate: true };
+    const entry: InboxEntry = {
+      id: message.id,
+      sessionId: message.sessionId,
+      message: structuredClone(message),
+      seq: ++this.lastSeq,
+      acceptedAt: new Date().toISOString(),
+    };
+    this.entries.set(entry.id, { entry });
+    return { entry: structuredClone(entry), duplicate: false };
+  }
+
+  async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
+    for (const id of ids) {
+      const stored = this.entries.get(id);
+      // A settled entry stays as it settled.
+      if (stored && !stored.entry.settlement) stored.entry.turnId = turnId;
+    }
+  }
+
+  async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
+    const settledAt = new Date().toISOString();
+    for (const id of ids) {
+      const stored = this.entries.get(id);
+      if (!stored || stored.entry.settlement) continue;
+      stored.entry.settlement = structuredClone(settlement);
+      stored.settledAt = settledAt;
+    }
+  }
+
+  async get(id: string): Promise<InboxEntry | undefined> {
+    const stored = this.entries.get(id);
+    return stored && structuredClone(stored.entry);
+  }
+
+  async unsettled(sessionId?: string): Promise<InboxEntry[]> {
+    return [...this.entries.values()]
+      .map((s) => s.entry)
+      .filter((e) => !e.settlement && (sessionId === undefined || e.sessionId === sessionId))
+      .map((e) => structuredClone(e));
+  }
+
+  async prune(before: string): Promise<number> {
+    let pruned = 0;
+    for (const [id, stored] of this.entries) {
+      if (stored.settledAt !== undefined && stored.settledAt < before) {
+        this.entries.delete(id);
+        pruned++;
+      }
+    }
+    return pruned;
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    for (const [id, stored] of this.entries) {
+      if (stored.entry.sessionId === sessionId) this.entries.delete(id);
+    }
+  }
+}

@@ -1,0 +1,76 @@
+import type { Pool, PoolClient } from 'pg';
+import {
+  discardingBrokenClients,
+  postgresTimeouts,
+} from '../../../../src/session-bridge/sql/postgres-pool';
+
+/** A server-reported error, as the fake tells it apart. */
+class ServerError extends Error {}
+
+/** A pool with one client whose queries answer from `answers`, in order. */
+function fakePool(answers: Array<Error | { rows: unknown[] }>) {
+  const released: Array<boolean | Error | undefined> = [];
+  const sent: string[] = [];
+  const client = {
+    query: jest.fn(async (text: string) => {
+      sent.push(text);
+      const answer = answers.shift();
+      if (answer instanceof Error) throw answer;
+      return answer;
+    }),
+    release: jest.fn((destroy?: boolean | Error) => released.push(destroy)),
+  };
+  const pool = {
+    connect: async () => client as unknown as PoolClient,
+    end: jest.fn(async () => undefined),
+  } as unknown as Pool;
+  return { pool, released, sent };
+}
+
+const isServerError = (error: unknown) => error instanceof ServerError;
+
+describe('postgres pool', () => {
+  it('postgresTimeouts: connect and query bounds at timeoutMs, the server a little before', () => {
+    expect(postgresTimeouts(10_000)).toEqual({
+      connectionTimeoutMillis: 10_000,
+      statement_timeout: 9_000,
+      query_timeout: 10_000,
+    });
+    expect(postgresTimeouts(1000)).toMatchObject({ statement_timeout: 800, query_timeout: 1000 });
+    expect(postgresTimeouts(1).statement_timeout).toBe(1);
+  });
+
+  it('a client error breaks the client: later queries fail at once, release destroys it', async () => {
+    const timeout = new Error('Query read timeout');
+    const { pool, released, sent } = fakePool([timeout, { rows: [] }]);
+    const client = await discardingBrokenClients(pool, isServerError).connect();
+
+    await expect(client.query('select 1', [])).rejects.toBe(timeout);
+    await expect(client.query('rollback', [])).rejects.toBe(timeout);
+    client.release();
+
+    expect(sent).toEqual(['select 1']);
+    expect(released).toEqual([true]);
+  });
+
+  it('a server error leaves the client healthy: it goes back to the pool', async () => {
+    const { pool, released } = fakePool([new ServerError('undefined_table'), { rows: [1] }]);
+    const client = await discardingBrokenClients(pool, isServerError).connect();
+
+    await expect(client.query('select * from gone', [])).rejects.toBeInstanceOf(ServerError);
+    await expect(client.query('select 1', [])).resolves.toEqual({ rows: [1] });
+    client.release();
+
+    expect(released).toEqual([false]);
+  });
+
+  it('release(true) from Kysely (a failed rollback) still destroys; end ends the pool', async () => {
+    const { pool, released } = fakePool([]);
+    const wrapped = discardingBrokenClients(pool, isServerError);
+    (await wrapped.connect()).release(true);
+    await wrapped.end();
+
+    expect(released).toEqual([true]);
+    expect(pool.end).toHaveBeenCalledTimes(1);
+  });
+});

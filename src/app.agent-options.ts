@@ -14,6 +14,7 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
   const logger = new Logger('AppModule');
   const stores = await createSqlStores(
     config.db.kind === 'postgres' ? config.db.url : config.db.file,
+    { timeoutMs: config.limits.dbTimeoutMs },
   );
   logger.log(
     stores.dialect === 'postgres'
@@ -22,12 +23,17 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
   );
   const llmProvider = createProviderFromEnv(config.llm ?? {});
   logger.log(describeProvider(llmProvider));
+  const { maxWaiting, llmIdleTimeoutMs, turnTimeoutMs } = config.limits;
   return {
     llmProvider,
     tools: llmProvider instanceof DemoProvider ? [clockTool] : [],
     sessionStore: stores.sessions,
     historyStore: stores.log,
     messageArchive: stores.log,
+    inputInbox: stores.inbox,
+    maxWaiting,
+    llmIdleTimeoutMs,
+    turnTimeoutMs,
     onShutdown: () => stores.close(),
   };
 }

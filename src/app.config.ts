@@ -13,6 +13,17 @@ export interface AppConfig {
   llm?: { baseURL: string; apiKey?: string; model?: string };
   db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
   redisUrl?: string;
+  /** Bounds of the agent (README, "Configuration (server)"). */
+  limits: {
+    /** `AGENT_MAX_WAITING`: waiting inputs per session. */
+    maxWaiting: number;
+    /** `LLM_IDLE_TIMEOUT_MS`: longest silence of the model. */
+    llmIdleTimeoutMs: number;
+    /** `AGENT_TURN_TIMEOUT_MS`: longest turn, 0 = none. */
+    turnTimeoutMs: number;
+    /** `AGENT_DB_TIMEOUT_MS`: longest wait for the database (connect, statement, busy). */
+    dbTimeoutMs: number;
+  };
 }
 
 /** A configuration error: one line naming the variable. */
@@ -38,6 +49,26 @@ function url(name: string, raw: string, protocols: string[]): string {
     throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
   }
   return raw;
+}
+
+/** A whole number from the environment, at least `min`; the default when unset. */
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || !Number.isSafeInteger(Number(raw))) {
+    throw new ConfigError(`${name} must be a whole number of at least ${min}, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+/** The agent's bounds. */
+function limits(env: NodeJS.ProcessEnv): AppConfig['limits'] {
+  return {
+    maxWaiting: integer(env, 'AGENT_MAX_WAITING', 1000, 1),
+    llmIdleTimeoutMs: integer(env, 'LLM_IDLE_TIMEOUT_MS', 60_000, 1),
+    turnTimeoutMs: integer(env, 'AGENT_TURN_TIMEOUT_MS', 600_000, 0),
+    dbTimeoutMs: integer(env, 'AGENT_DB_TIMEOUT_MS', 10_000, 1),
+  };
 }
 
 /**
@@ -84,6 +115,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
       : { kind: 'sqlite', file: db },
     redisUrl: redis ? distributed(url('REDIS_URL', redis, ['redis:', 'rediss:'])) : undefined,
+    limits: limits(env),
   };
 }
 

@@ -2,6 +2,7 @@ import { Module, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import {
   HistoryStore,
+  InputInbox,
   LlmProvider,
   MessageArchive,
   SessionLanesFactory,
@@ -10,14 +11,12 @@ import {
   type SessionLanesFactory as LanesFactory,
   type WorkDispatcher as WorkDispatcherPort,
   type LlmProvider as LlmProviderPort,
-  type MessageArchive as MessageArchivePort,
-  type SessionStore as SessionStorePort,
 } from '../contracts';
 import { HookRegistry } from '../hooks';
 import { ModelRegistry } from '../llm';
 import { InProcessDispatcher } from '../distribution';
 import { PromptAssembler } from '../prompt';
-import { MemoryMessageLog, MemorySessionStore } from '../session-bridge';
+import { MemoryInputInbox, MemoryMessageLog, MemorySessionStore } from '../session-bridge';
 import { TokenEstimator, UsageTracker } from '../usage';
 import { AgentEventBus } from './agent-event.bus';
 import {
@@ -30,8 +29,10 @@ import { resolveAgentOptions } from './agent.options.validate';
 import { AgentService } from './agent.service';
 import { AgentExplorer } from './discovery/agent.explorer';
 import { InputGate, TurnRunner, TurnScheduler } from './engine';
+import { InputRecovery } from './input-recovery';
 import { AgentInstrumentation } from './instrumentation';
 import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
+import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -53,6 +54,11 @@ const ports: Provider[] = [
     inject: [AGENT_MODULE_OPTIONS, MemoryMessageLog],
   },
   {
+    provide: InputInbox,
+    useFactory: (o: AgentModuleOptions) => o.inputInbox ?? new MemoryInputInbox(),
+    inject: [AGENT_MODULE_OPTIONS],
+  },
+  {
     provide: LlmProvider,
     useFactory: (o: AgentModuleOptions) => o.llmProvider ?? null,
     inject: [AGENT_MODULE_OPTIONS],
@@ -72,6 +78,11 @@ const engine: Provider[] = [
     inject: [AGENT_OPTIONS, LlmProvider],
   },
   {
+    provide: GUARDED_STORES,
+    useFactory: guardStores,
+    inject: [SessionStore, HistoryStore, MessageArchive, InputInbox],
+  },
+  {
     provide: TurnRunner,
     useFactory: (...ports: RunnerPortList) => new TurnRunner(runnerPorts(ports)),
     inject: RUNNER_PORTS,
@@ -82,12 +93,12 @@ const engine: Provider[] = [
       (
         runner: TurnRunner,
         events: AgentEventBus,
-        archive: MessageArchivePort,
+        { archive, inbox }: GuardedStores,
         options: ResolvedAgentOptions,
       ): LanesFactory =>
       (admission) =>
-        new TurnScheduler({ events, archive, options }, runner, admission),
-    inject: [TurnRunner, AgentEventBus, MessageArchive, AGENT_OPTIONS],
+        new TurnScheduler({ events, archive, inbox, options }, runner, admission),
+    inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS],
   },
   {
     provide: WorkDispatcher,
@@ -98,20 +109,12 @@ const engine: Provider[] = [
     provide: InputGate,
     useFactory: (
       hooks: HookRegistry,
-      sessions: SessionStorePort,
-      archive: MessageArchivePort,
+      { sessions, archive, inbox }: GuardedStores,
       events: AgentEventBus,
       instrumentation: AgentInstrumentation,
       dispatcher: WorkDispatcherPort,
-    ) => new InputGate({ hooks, sessions, archive, events, instrumentation }, dispatcher),
-    inject: [
-      HookRegistry,
-      SessionStore,
-      MessageArchive,
-      AgentEventBus,
-      AgentInstrumentation,
-      WorkDispatcher,
-    ],
+    ) => new InputGate({ hooks, sessions, archive, inbox, events, instrumentation }, dispatcher),
+    inject: [HookRegistry, GUARDED_STORES, AgentEventBus, AgentInstrumentation, WorkDispatcher],
   },
 ];
 
@@ -132,6 +135,7 @@ const engine: Provider[] = [
     AgentExplorer,
     AgentInstrumentation,
     AgentService,
+    InputRecovery,
     UsageSnapshots,
     ...ports,
     ...engine,
@@ -147,6 +151,7 @@ const engine: Provider[] = [
     SessionStore,
     HistoryStore,
     MessageArchive,
+    InputInbox,
     WorkDispatcher,
     SessionLanesFactory,
     AgentInstrumentation,

@@ -1,5 +1,6 @@
 import type {
   HistoryStore,
+  InputInbox,
   LlmProvider,
   MessageArchive,
   ModelCapabilities,
@@ -42,6 +43,12 @@ export interface AgentModuleOptions {
   historyStore?: HistoryStore;
   /** Persistence of inputs, tool groups, replies and markers. @default in-memory */
   messageArchive?: MessageArchive;
+  /**
+   * The durable record of accepted inputs until they settle (resumed after a restart,
+   * deduplicated by `IncomingMessage.id`). `createSqlStores(url)` gives a SQLite or PostgreSQL
+   * one. @default in-memory
+   */
+  inputInbox?: InputInbox;
   /** Tools registered at start, next to the `@AgentTool` methods (owner `AgentModule`). */
   tools?: ToolSpec[];
   /** Milliseconds a tool call may run before it is abandoned. @default 60000 */

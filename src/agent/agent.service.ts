@@ -7,15 +7,11 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
-  HistoryStore,
   ModelNotFoundError,
-  SessionStore,
   WorkDispatcher,
   type AbortOptions,
-  type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
-  type SessionStore as SessionStorePort,
   type Settlement,
   type TokenUsageEvent,
   type WorkDispatcher as WorkDispatcherPort,
@@ -26,6 +22,7 @@ import { AgentEventBus } from './agent-event.bus';
 import { AGENT_MODULE_OPTIONS, AGENT_OPTIONS } from './agent.module-definition';
 import type { AgentModuleOptions, ResolvedAgentOptions } from './agent.options';
 import { InputGate } from './engine';
+import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -54,8 +51,7 @@ export class AgentService
     @Inject(AGENT_MODULE_OPTIONS) private readonly moduleOptions: AgentModuleOptions,
     @Inject(AGENT_OPTIONS) private readonly options: ResolvedAgentOptions,
     @Inject(WorkDispatcher) private readonly dispatcher: WorkDispatcherPort,
-    @Inject(SessionStore) private readonly sessions: SessionStorePort,
-    @Inject(HistoryStore) private readonly history: HistoryStorePort,
+    @Inject(GUARDED_STORES) private readonly stores: GuardedStores,
     private readonly gate: InputGate,
     private readonly hooks: HookRegistry,
     private readonly tools: ToolRegistry,
@@ -133,8 +129,8 @@ export class AgentService
     await this.clearing(
       ids,
       async () => {
-        if (!ids) return this.history.clear();
-        for (const id of ids) await this.history.clear(id);
+        if (!ids) return this.stores.history.clear();
+        for (const id of ids) await this.stores.history.clear(id);
       },
       reason,
     );
@@ -149,8 +145,9 @@ export class AgentService
   async deleteSession(sessionId: string): Promise<void> {
     await this.clearing([sessionId], async () => {
       await this.events.emitAsync('session:deleted', { sessionId });
-      await this.history.deleteSession(sessionId);
-      await this.sessions.delete(sessionId);
+      await this.stores.history.deleteSession(sessionId);
+      await this.stores.sessions.delete(sessionId);
+      await this.stores.inbox.deleteSession(sessionId);
     });
   }
 
@@ -185,7 +182,7 @@ export class AgentService
         this.models.list().map((p) => p.id),
       );
     }
-    await this.sessions.update(sessionId, { model: { ...model } });
+    await this.stores.sessions.update(sessionId, { model: { ...model } });
   }
 
   /** `token:request`: a usage snapshot of the session's current messages (no model call). */
@@ -193,6 +190,11 @@ export class AgentService
     const event = await this.snapshots.snapshot(sessionId);
     this.events.emit('token:usage', event);
     return event;
+  }
+
+  /** Whether a new input of the session would find its waiting list full (`maxWaiting`). */
+  isQueueFull(sessionId: string): boolean {
+    return this.dispatcher.view.waiting(sessionId).length >= this.options.maxWaiting;
   }
 
   /** The session's waiting inputs (S8), from this instance's view. */
@@ -241,7 +243,7 @@ export class AgentService
     // open a turn meanwhile. A failing generation store still waits for the stop.
     const stopped = this.dispatcher.stop(sessionId, 'deleted', 'session deleted');
     try {
-      await this.sessions.advanceGeneration(sessionId);
+      await this.stores.sessions.advanceGeneration(sessionId);
     } finally {
       await stopped;
     }

@@ -1,11 +1,3 @@
-import {
-  HistoryStore,
-  MessageArchive,
-  SessionStore,
-  type HistoryStore as HistoryStorePort,
-  type MessageArchive as MessageArchivePort,
-  type SessionStore as SessionStorePort,
-} from '../contracts';
 import { HookRegistry } from '../hooks';
 import { ModelRegistry } from '../llm';
 import { PromptAssembler } from '../prompt';
@@ -15,6 +7,7 @@ import { AGENT_OPTIONS } from './agent.module-definition';
 import type { ResolvedAgentOptions } from './agent.options';
 import type { RunnerPorts } from './engine';
 import { AgentInstrumentation } from './instrumentation';
+import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
 
 /** What the turn runner is built from, in `RUNNER_PORTS` order. */
@@ -24,9 +17,7 @@ export type RunnerPortList = [
   PromptAssembler,
   ToolRegistry,
   ModelRegistry,
-  SessionStorePort,
-  HistoryStorePort,
-  MessageArchivePort,
+  GuardedStores,
   AgentEventBus,
   UsageTracker,
   TokenEstimator,
@@ -40,9 +31,7 @@ export const RUNNER_PORTS = [
   PromptAssembler,
   ToolRegistry,
   ModelRegistry,
-  SessionStore,
-  HistoryStore,
-  MessageArchive,
+  GUARDED_STORES,
   AgentEventBus,
   UsageTracker,
   TokenEstimator,
@@ -51,18 +40,25 @@ export const RUNNER_PORTS = [
 
 /** The runner's ports, named. */
 export function runnerPorts(list: RunnerPortList): RunnerPorts {
-  const [options, hooks, prompts, tools, models, sessions, history, archive, events, ...rest] =
-    list;
-  const [usage, estimator, instrumentation] = rest;
+  const [
+    options,
+    hooks,
+    prompts,
+    tools,
+    models,
+    stores,
+    events,
+    usage,
+    estimator,
+    instrumentation,
+  ] = list;
   return {
     options,
     hooks,
     prompts,
     tools,
     models,
-    sessions,
-    history,
-    archive,
+    ...stores,
     events,
     usage,
     estimator,

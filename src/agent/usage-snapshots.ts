@@ -1,17 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  HistoryStore,
-  SessionStore,
-  type HistoryStore as HistoryStorePort,
-  type ModelMessage,
-  type SessionStore as SessionStorePort,
-  type TokenUsageEvent,
-} from '../contracts';
+import type { ModelMessage, TokenUsageEvent } from '../contracts';
 import { ModelRegistry } from '../llm';
 import { historyToModelMessages, PromptAssembler } from '../prompt';
 import { TokenEstimator, UsageTracker } from '../usage';
 import { AGENT_OPTIONS } from './agent.module-definition';
 import { tokenBudgetFor, type ResolvedAgentOptions } from './agent.options';
+import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
 
 /**
@@ -22,8 +16,7 @@ import { ToolRegistry } from './tools';
 @Injectable()
 export class UsageSnapshots {
   constructor(
-    @Inject(SessionStore) private readonly sessions: SessionStorePort,
-    @Inject(HistoryStore) private readonly history: HistoryStorePort,
+    @Inject(GUARDED_STORES) private readonly stores: GuardedStores,
     private readonly models: ModelRegistry,
     private readonly prompts: PromptAssembler,
     private readonly tools: ToolRegistry,
@@ -34,12 +27,12 @@ export class UsageSnapshots {
 
   async snapshot(sessionId: string): Promise<TokenUsageEvent> {
     const { options } = this;
-    const settings = await this.sessions.get(sessionId);
+    const settings = await this.stores.sessions.get(sessionId);
     const resolved = this.models.resolve(settings?.model);
     const contextWindow = resolved?.capabilities.contextWindow ?? options.contextWindow;
     const maxTokens = resolved?.capabilities.maxOutputTokens ?? options.maxOutputTokens;
     const historyLimit = settings?.historyLimit ?? options.historyLimit;
-    const stored = await this.history.history(sessionId, { limit: historyLimit });
+    const stored = await this.stores.history.history(sessionId, { limit: historyLimit });
     const base: ModelMessage[] = [
       {
         role: 'system',
@@ -67,7 +60,7 @@ export class UsageSnapshots {
       maxTokens,
       tokenBudget: tokenBudgetFor(options, { contextWindow, maxOutputTokens: maxTokens }),
       trimmed: false,
-      historyMessages: await this.history.count(sessionId),
+      historyMessages: await this.stores.history.count(sessionId),
       historyLimit,
     });
   }

@@ -49,7 +49,7 @@ describe('WorkDispatcher seam', () => {
     const settled = await h.agent.handleMessage({ sessionId: 's', content: 'hi', userId: 'u' });
     expect(crossed).toEqual([
       {
-        message: { sessionId: 's', content: 'hi', userId: 'u' },
+        message: { id: expect.any(String), sessionId: 's', content: 'hi', userId: 'u' },
         settlement: settled,
       },
     ]);

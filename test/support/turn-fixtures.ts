@@ -32,7 +32,7 @@ import type {
 import { HookRegistry } from '../../src/hooks';
 import { ModelRegistry } from '../../src/llm';
 import { PromptAssembler, TURN_INPUT_FLAG } from '../../src/prompt';
-import { MemoryMessageLog, MemorySessionStore } from '../../src/session-bridge';
+import { MemoryInputInbox, MemoryMessageLog, MemorySessionStore } from '../../src/session-bridge';
 import { type TokenEstimator, UsageTracker } from '../../src/usage';
 import type { AgentEventBus } from '../../src/agent/agent-event.bus';
 import type { AgentModuleOptions } from '../../src/agent/agent.options';
@@ -394,6 +394,7 @@ export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions 
     sessions: mocks.sessions,
     history: mocks.history,
     archive: mocks.archive,
+    inbox: new MemoryInputInbox(),
     events: mocks.events.asBus(),
     usage: new UsageTracker(estimator),
     estimator,

@@ -1,12 +1,17 @@
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Logger } from '@nestjs/common';
 import {
   InvalidInputError,
+  normaliseDeep,
+  StoreUnavailableError,
   type DropReason,
   type IncomingMessage,
   type InputBeforeContext,
   type Settlement,
   type WorkDispatcher,
 } from '../../contracts';
+import { describeError } from './describe-error';
 import type { EnginePorts } from './ports';
 import { pendingInput, settleInput } from './settlement';
 import { archivedInput, isArchivable } from './turn-state';
@@ -14,7 +19,7 @@ import { archivedInput, isArchivable } from './turn-state';
 /** What the gate uses. */
 export type GatePorts = Pick<
   EnginePorts,
-  'hooks' | 'sessions' | 'archive' | 'events' | 'instrumentation'
+  'hooks' | 'sessions' | 'archive' | 'inbox' | 'events' | 'instrumentation'
 >;
 
 /** Where an input stands when it is about to enter its lane. */
@@ -38,12 +43,17 @@ export class InputGate {
   private readonly epochs = new Map<string, number>();
   /** Aborted at shutdown: wakes inputs waiting for a hold (S9). */
   private readonly closing = new AbortController();
-  private readonly inFlight = new Set<Promise<Settlement>>();
+  /** Inputs on their way in this process, by id: a repeated delivery joins the first. */
+  private readonly inFlight = new Map<string, Promise<Settlement>>();
 
   constructor(
     private readonly ports: GatePorts,
     private readonly dispatcher: WorkDispatcher,
-  ) {}
+  ) {
+    // Every input waiting out a hold listens for shutdown on this one signal (and stops
+    // listening when it wakes): many at once is normal, not a leak.
+    setMaxListeners(0, this.closing.signal);
+  }
 
   /** Marks the start of a session's deletion: inputs that entered before are stale. */
   markDeleted(sessionId: string): void {
@@ -55,9 +65,9 @@ export class InputGate {
     this.closing.abort();
   }
 
-  /** Inputs still on their way through the gate. */
+  /** Inputs still on their way (through the gate or in their lanes). */
   pending(): Promise<Settlement>[] {
-    return [...this.inFlight];
+    return [...this.inFlight.values()];
   }
 
   /**
@@ -70,19 +80,54 @@ export class InputGate {
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
+    // One text policy (U+0000, lone surrogates) before the model and the store see the input,
+    // so both see the same text; the session id is the caller's key and stays as given.
+    const { sessionId, ...rest } = message;
+    const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? randomUUID() };
+    // The deletion epoch is taken now, before anything is awaited (S7).
+    const epoch = this.epochOf(accepted.sessionId);
+    return this.track(accepted, () => this.accept(accepted, epoch));
+  }
+
+  /**
+   * Takes up an input the inbox kept across a restart (accepted, never settled, in no turn):
+   * it goes the whole way again, without being recorded twice.
+   */
+  resume(message: IncomingMessage & { id: string }): Promise<Settlement> {
+    const epoch = this.epochOf(message.sessionId);
+    return this.track(message, () => this.pass({ ...message }, epoch));
+  }
+
+  /** Records the input in the inbox (it is durable from now on) unless it is a repeat. */
+  private async accept(
+    message: IncomingMessage & { id: string },
+    epoch: number,
+  ): Promise<Settlement> {
+    const { entry, duplicate } = await this.ports.inbox.accept(message);
+    if (!duplicate) return this.pass(message, epoch);
+    // A repeated delivery of an input this process no longer carries: its first settlement.
+    return entry.settlement ?? this.pass(entry.message, epoch);
+  }
+
+  private track(
+    message: IncomingMessage & { id: string },
+    run: () => Promise<Settlement>,
+  ): Promise<Settlement> {
+    const known = this.inFlight.get(message.id);
+    if (known) return known;
     const info = {
       sessionId: message.sessionId,
       ...(message.source !== undefined ? { source: message.source } : {}),
       ...(message.messageId !== undefined ? { messageId: message.messageId } : {}),
     };
     const done = this.ports.instrumentation.input(info, () =>
-      this.pass({ ...message }).catch((error: unknown) => {
-        this.logger.error(`Input for session ${message.sessionId} failed: ${String(error)}`);
-        return this.drop(message, 'failed', false);
+      run().catch((error: unknown) => {
+        this.logger.error(`Input for session ${message.sessionId} failed: ${describeError(error)}`);
+        return this.drop(message, dropReasonOf(error), false);
       }),
     );
-    this.inFlight.add(done);
-    void done.finally(() => this.inFlight.delete(done));
+    this.inFlight.set(message.id, done);
+    void done.finally(() => this.inFlight.delete(message.id));
     return done;
   }
 
@@ -94,9 +139,9 @@ export class InputGate {
     return this.epochs.get(sessionId) ?? 0;
   }
 
-  private async pass(message: IncomingMessage): Promise<Settlement> {
+  private async pass(message: IncomingMessage, epoch: number): Promise<Settlement> {
     const { sessionId } = message;
-    const arrival = { epoch: this.epochOf(sessionId), generation: 0 };
+    const arrival = { epoch, generation: 0 };
     arrival.generation = await this.ports.sessions.generationOf(sessionId);
     await this.dispatcher.whenFree(sessionId, this.closing.signal);
     if (this.closed) return this.dropArchived({ message, ...arrival }, 'shutdown');
@@ -114,7 +159,12 @@ export class InputGate {
       if (!reached) return this.discard(ctx.message);
     } catch (error) {
       if (settled) return settled;
-      this.logger.error(`agent:input:before failed for session ${sessionId}: ${String(error)}`);
+      this.logger.error(
+        `agent:input:before failed for session ${sessionId}: ${describeError(error)}`,
+      );
+      if (error instanceof StoreUnavailableError) {
+        return this.drop(ctx.message, 'store-unavailable', false);
+      }
       return this.dropArchived({ ...arrival, message: ctx.message }, 'failed');
     }
     return settled!;
@@ -169,13 +219,18 @@ export class InputGate {
           this.logger.error(`Could not archive a dropped input: ${String(error)}`),
         );
     }
-    return settleInput(this.ports.events, pendingInput(message), { settled: 'dropped', reason });
+    return settleInput(this.ports, pendingInput(message), { settled: 'dropped', reason });
   }
 
   /** S1c: a preprocessor did not call `next`: no turn, no archive, a stream-end marker. */
   private discard(message: IncomingMessage): Promise<Settlement> {
-    return settleInput(this.ports.events, pendingInput(message), { settled: 'discarded' });
+    return settleInput(this.ports, pendingInput(message), { settled: 'discarded' });
   }
+}
+
+/** A store that could not take the input says so (`store-unavailable`); anything else failed. */
+function dropReasonOf(error: unknown): DropReason {
+  return error instanceof StoreUnavailableError ? 'store-unavailable' : 'failed';
 }
 
 function validate(message: IncomingMessage): void {

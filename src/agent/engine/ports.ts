@@ -1,4 +1,4 @@
-import type { HistoryStore, MessageArchive, SessionStore } from '../../contracts';
+import type { HistoryStore, InputInbox, MessageArchive, SessionStore } from '../../contracts';
 import type { HookRegistry } from '../../hooks';
 import type { ModelRegistry } from '../../llm';
 import type { PromptAssembler } from '../../prompt';
@@ -21,6 +21,8 @@ export interface EnginePorts {
   sessions: SessionStore;
   history: HistoryStore;
   archive: MessageArchive;
+  /** The durable record of accepted inputs until they settle. */
+  inbox: InputInbox;
   /** Only `emit` (and whether anybody listens): the engine notifies, it never listens. */
   events: Pick<AgentEventBus, 'emit' | 'hasListeners'>;
   usage: UsageTracker;

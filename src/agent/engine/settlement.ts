@@ -1,7 +1,10 @@
+import { Logger } from '@nestjs/common';
 import type { IncomingMessage, Settlement } from '../../contracts';
 import { Deferred } from './deferred';
 import type { EnginePorts } from './ports';
 import type { PendingInput } from './turn';
+
+const logger = new Logger('Inbox');
 
 /** A new input on its way, not settled and in no turn yet. */
 export function pendingInput(message: IncomingMessage): PendingInput {
@@ -9,20 +12,27 @@ export function pendingInput(message: IncomingMessage): PendingInput {
 }
 
 /**
- * The one door through which an input settles (S1, I9): resolves it, once, and sends the
- * stream-end marker of an input that never entered a turn (dropped or discarded), once; an input
- * of a turn shares that turn's marker. Returns the input's settlement.
+ * The one door through which an input settles (S1, I9): resolves it, once, sends the stream-end
+ * marker of an input that never entered a turn (dropped or discarded), once (an input of a turn
+ * shares that turn's marker), and records the settlement in the inbox, where the input has been
+ * durable since its acceptance. Returns the input's settlement.
  */
 export function settleInput(
-  events: EnginePorts['events'],
+  ports: Pick<EnginePorts, 'events' | 'inbox'>,
   input: PendingInput,
   settlement: Settlement,
 ): Promise<Settlement> {
   if (!input.settlement.settled) {
-    if (input.turnId === undefined) {
-      events.emit('outbound:stream', { sessionId: input.message.sessionId, done: true });
-    }
+    const { id, sessionId } = input.message;
+    if (input.turnId === undefined) ports.events.emit('outbound:stream', { sessionId, done: true });
     input.settlement.resolve(settlement);
+    if (id !== undefined) {
+      ports.inbox
+        .settle([id], settlement)
+        .catch((error: unknown) =>
+          logger.error(`Could not record the settlement of input ${id}: ${String(error)}`),
+        );
+    }
   }
   return input.settlement.promise;
 }

@@ -12,6 +12,7 @@ import { archiveOpening } from './phases/input-step';
 import { basePrompt } from './phases/prompt-step';
 import type { EnginePorts, LaneHandle } from './ports';
 import type { Turn } from './turn';
+import { describeError } from './describe-error';
 import { finaliseReply, runSteps, throwIfAborted, type LoopPorts } from './turn-loop';
 import { TurnState } from './turn-state';
 
@@ -134,9 +135,9 @@ export class TurnRunner {
       return { turnId, outcome: 'error', error };
     }
     if (state.turn.signal.aborted) return { turnId, outcome: 'aborted' };
-    this.warn(
-      `turn ${turnId} session ${state.sessionId} failed: ${(error as Error)?.stack ?? String(error)}`,
-    );
+    // The log gets the whole story (a store's driver text is its error's cause); the session
+    // gets one sentence in plain words.
+    this.warn(`turn ${turnId} session ${state.sessionId} failed: ${describeError(error)}`);
     return { turnId, outcome: 'error', error: errorNotice(error) };
   }
 

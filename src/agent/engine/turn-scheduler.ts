@@ -45,7 +45,7 @@ export class TurnScheduler implements SessionLanes {
   private seq = 0;
 
   constructor(
-    private readonly ports: Pick<EnginePorts, 'events' | 'archive'> & {
+    private readonly ports: Pick<EnginePorts, 'events' | 'archive' | 'inbox'> & {
       options: Pick<EnginePorts['options'], 'maxWaiting'>;
     },
     private readonly runner: TurnRunnerLike,
@@ -58,7 +58,7 @@ export class TurnScheduler implements SessionLanes {
     let lane = this.lanes.get(sessionId);
     if (lane && lane.waitingCount >= this.ports.options.maxWaiting) {
       // The waiting list is bounded: the input never waits, so the list does not change (S8).
-      return settleInput(this.ports.events, input, { settled: 'dropped', reason: 'queue-full' });
+      return settleInput(this.ports, input, { settled: 'dropped', reason: 'queue-full' });
     }
     if (!lane) this.lanes.set(sessionId, (lane = new SessionLane<PendingInput>()));
     lane.arrive({ seq: ++this.seq, source: message.source, payload: input });
@@ -143,7 +143,7 @@ export class TurnScheduler implements SessionLanes {
       }
     }
     const settlement: Settlement = { settled: 'dropped', reason: plan.reason };
-    for (const input of plan.inputs) void settleInput(this.ports.events, input, settlement);
+    for (const input of plan.inputs) void settleInput(this.ports, input, settlement);
   }
 
   private pump(sessionId: string): void {
@@ -188,7 +188,7 @@ export class TurnScheduler implements SessionLanes {
     const settlement: Settlement = end
       ? { settled: 'turn', ...end }
       : { settled: 'dropped', reason: 'blocked' };
-    for (const member of turn.members) void settleInput(this.ports.events, member, settlement);
+    for (const member of turn.members) void settleInput(this.ports, member, settlement);
     // Drops made while these are being archived (the turn is still the session's) join the loop,
     // so none is left behind for a later turn.
     for (let plans = this.takePlans(turn.sessionId); plans.length;) {

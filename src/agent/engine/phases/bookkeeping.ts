@@ -86,28 +86,50 @@ export async function persistMarkers(
   state: TurnState,
   ending: Ending,
 ): Promise<void> {
-  const turnId = state.turn.id;
+  const stopped = ending.outcome === 'aborted' && state.persistedAny;
+  await deps.archive.append(
+    closingMarkers(state.sessionId, state.turn.id, turnRecord(state, ending), {
+      stopped,
+      by: state.turn.stop?.by,
+    }),
+  );
+}
+
+/**
+ * The markers that close a turn without a persisted reply: the stop marker for the next model
+ * (P5) when `stopped` (its inputs or tool groups are in history and were not answered), then
+ * the event marker carrying the turn record (P4). Also used to close a turn a crash interrupted.
+ */
+export function closingMarkers(
+  sessionId: string,
+  turnId: string,
+  record: TurnRecord,
+  stop: { stopped: boolean; by?: TurnRecord['by']; interrupted?: boolean },
+): NewMessage[] {
   const markers: NewMessage[] = [];
-  if (ending.outcome === 'aborted' && state.persistedAny) {
-    const by = state.turn.stop?.by;
+  if (stop.stopped) {
+    const { by } = stop;
+    const how = stop.interrupted
+      ? 'was interrupted by a restart'
+      : by
+        ? `was stopped by ${by.platform}:${by.userId}`
+        : 'was stopped';
     markers.push({
-      sessionId: state.sessionId,
+      sessionId,
       role: 'system',
       kind: ControlKinds.TurnStopped,
-      content: by
-        ? `[The previous turn was stopped by ${by.platform}:${by.userId} before it finished; the messages above it were not answered.]`
-        : '[The previous turn was stopped before it finished; the messages above it were not answered.]',
+      content: `[The previous turn ${how} before it finished; the messages above it were not answered.]`,
       metadata: { [K.TurnId]: turnId, ...(by ? { [K.StoppedBy]: by } : {}) },
     });
   }
   markers.push({
-    sessionId: state.sessionId,
+    sessionId,
     role: 'system',
     kind: ControlKinds.EventMarker,
     content: '',
-    metadata: { [K.TurnId]: turnId, [K.TurnRecord]: turnRecord(state, ending) },
+    metadata: { [K.TurnId]: turnId, [K.TurnRecord]: record },
   });
-  await deps.archive.append(markers);
+  return markers;
 }
 
 /** Sends the turn's stream-end marker, once (I9). */

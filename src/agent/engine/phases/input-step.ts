@@ -3,7 +3,7 @@ import type { EnginePorts, LaneHandle } from '../ports';
 import { archivedInput, inputToModelMessage, isArchivable, type TurnState } from '../turn-state';
 
 /** What archiving inputs uses. */
-export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator'>;
+export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator' | 'inbox'>;
 
 /**
  * Archives the opening inputs in order with the turn id and entry `opened` (P3), sets each
@@ -13,6 +13,9 @@ export async function archiveOpening(ports: InputStepPorts, state: TurnState): P
   const { turn } = state;
   const models = turn.inputs.map((i) => asModel(state, i.message));
   state.openingMessages = models;
+  // Recorded before archiving: a crash from here on leaves a turn to close, never an input to
+  // archive a second time.
+  await ports.inbox.enterTurn(idsOf(turn.inputs.map((i) => i.message)), turn.id);
   // H1: an idle topic opener (a sourced input, so alone in its turn) is never archived, so a
   // stopped idle turn with nothing else in history writes no stop marker (P5).
   if (!turn.inputs.every((i) => isArchivable(i.message))) return;
@@ -42,6 +45,7 @@ export async function joinPending(
   if (!joining.length) return;
   const { turn } = state;
   const added = joining.map((p) => turn.add(p));
+  await ports.inbox.enterTurn(idsOf(joining.map((p) => p.message)), turn.id);
   const models = joining.map((p) => asModel(state, p.message));
   const stored = await ports.archive.append(
     joining.map((p, i) =>
@@ -55,6 +59,10 @@ export async function joinPending(
   stored.forEach((m, i) => (added[i].archived = m));
   state.historyAdded += joining.length;
   state.working.push(...models);
+}
+
+function idsOf(messages: IncomingMessage[]): string[] {
+  return messages.flatMap((m) => (m.id === undefined ? [] : [m.id]));
 }
 
 function asModel(state: TurnState, message: IncomingMessage): ModelMessage {

@@ -8,6 +8,7 @@ import {
   type ToolBeforeContext,
   type ToolCall,
   type ToolCallContext,
+  normaliseText,
 } from '../../../contracts';
 import { toolError, type ToolResult } from '../../tools';
 import type { EnginePorts } from '../ports';
@@ -120,7 +121,8 @@ async function runOne(
   const after: ToolAfterContext = {
     name: before.name,
     args: before.args,
-    result: outcome.content,
+    // The text policy of every store, so the model's next call sees what history keeps.
+    result: normaliseText(outcome.content),
     ok: outcome.ok,
     toolCallContext: context,
     metadata: {},

@@ -10,6 +10,7 @@ import { HoldTable } from '../../../../src/distribution/hold-table';
 import { AgentInstrumentation } from '../../../../src/agent/instrumentation';
 import { Deferred } from '../../../../src/agent/engine/deferred';
 import { InputGate, type GatePorts } from '../../../../src/agent/engine/input-gate';
+import { MemoryInputInbox } from '../../../../src/session-bridge';
 
 /**
  * The gate against stub stores whose generation reads can be held, and a recording dispatcher
@@ -33,6 +34,7 @@ function setup() {
       },
       ensure: async () => ({}),
     },
+    inbox: new MemoryInputInbox(),
     archive: {
       append: async (messages: NewMessage[]) => {
         archived.push(...messages);

@@ -11,6 +11,7 @@ import { Deferred } from '../../../../src/agent/engine/deferred';
 import type { LaneHandle } from '../../../../src/agent/engine/ports';
 import type { Turn } from '../../../../src/agent/engine/turn';
 import { TurnScheduler, type TurnRunnerLike } from '../../../../src/agent/engine/turn-scheduler';
+import { MemoryInputInbox } from '../../../../src/session-bridge';
 
 /**
  * The scheduler against a scripted runner and archive: each turn runs until the test ends it,
@@ -30,6 +31,7 @@ function setup() {
   let gate: Deferred<void> | undefined;
   const events: { name: string; payload: any }[] = [];
   const deps = {
+    inbox: new MemoryInputInbox(),
     archive: {
       append: async (messages: NewMessage[]): Promise<Message[]> => {
         if (gate) await gate.promise;

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import Sqlite from 'better-sqlite3';
 import { Client } from 'pg';
-import { createSqlStores, SessionNotFoundError, StoreOpenError, type SqlStores } from '../../src';
+import { createSqlStores, SessionNotFoundError, type SqlStores } from '../../src';
 import { openDatabase } from '../../src/session-bridge';
 import {
   closeAll,
   describePg,
   everyStoreCall,
+  expectOpenError,
   expectUnavailable,
   msg,
   PG_URL,
@@ -93,10 +94,15 @@ describe('SQL stores: faults on sqlite', () => {
     );
   });
 
-  it('timeoutMs must be a positive whole number', async () => {
+  it('timeoutMs must be a positive whole number: one StoreOpenError line otherwise', async () => {
     for (const timeoutMs of [0, -1, 1.5, Number.NaN, Infinity]) {
-      await expect(openDatabase(file.url, { timeoutMs })).rejects.toBeInstanceOf(StoreOpenError);
+      await expectOpenError(openDatabase(file.url, { timeoutMs }), file.url, /timeoutMs/);
     }
+    await expectOpenError(
+      createSqlStores('postgres://u:secret@127.0.0.1:1/db', { timeoutMs: 0 }),
+      '127.0.0.1:1',
+      /timeoutMs must be a positive whole number of milliseconds, got 0/,
+    );
   });
 });
 

@@ -1,4 +1,11 @@
-import type { IncomingMessage, InboxEntry, InputInbox, Settlement } from '../../contracts';
+import {
+  normaliseDeep,
+  normaliseText,
+  type IncomingMessage,
+  type InboxEntry,
+  type InputInbox,
+  type Settlement,
+} from '../../contracts';
 
 /** An entry with the time it settled (kept for `prune`, not part of `InboxEntry`). */
 interface Stored {
@@ -8,7 +15,8 @@ interface Stored {
 
 /**
  * In-memory `InputInbox`: the accepted inputs of this process only (a restart loses them; use a
- * SQL inbox to resume after one). Returned entries are copies.
+ * SQL inbox to resume after one). Returned entries are copies. Text is kept as `normaliseText`
+ * makes it (ids included), as the SQL inboxes keep it.
  */
 export class MemoryInputInbox implements InputInbox {
   /** By id, in acceptance order (an entry is never re-inserted), so also in `seq` order. */
@@ -16,8 +24,9 @@ export class MemoryInputInbox implements InputInbox {
   private lastSeq = 0;
 
   async accept(
-    message: IncomingMessage & { id: string },
+    given: IncomingMessage & { id: string },
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
+    const message = normaliseDeep(given);
     const known = this.entries.get(message.id);
     if (known) return { entry: structuredClone(known.entry), duplicate: true };
     const entry: InboxEntry = {
@@ -33,38 +42,40 @@ export class MemoryInputInbox implements InputInbox {
 
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
     for (const id of ids) {
-      const stored = this.entries.get(id);
+      const stored = this.entries.get(normaliseText(id));
       // A settled entry stays as it settled.
-      if (stored && !stored.entry.settlement) stored.entry.turnId = turnId;
+      if (stored && !stored.entry.settlement) stored.entry.turnId = normaliseText(turnId);
     }
   }
 
   async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
     const settledAt = new Date().toISOString();
     for (const id of ids) {
-      const stored = this.entries.get(id);
+      const stored = this.entries.get(normaliseText(id));
       if (!stored || stored.entry.settlement) continue;
-      stored.entry.settlement = structuredClone(settlement);
+      stored.entry.settlement = structuredClone(normaliseDeep(settlement));
       stored.settledAt = settledAt;
     }
   }
 
   async get(id: string): Promise<InboxEntry | undefined> {
-    const stored = this.entries.get(id);
+    const stored = this.entries.get(normaliseText(id));
     return stored && structuredClone(stored.entry);
   }
 
   async unsettled(sessionId?: string): Promise<InboxEntry[]> {
+    const session = sessionId === undefined ? undefined : normaliseText(sessionId);
     return [...this.entries.values()]
       .map((s) => s.entry)
-      .filter((e) => !e.settlement && (sessionId === undefined || e.sessionId === sessionId))
+      .filter((e) => !e.settlement && (session === undefined || e.sessionId === session))
       .map((e) => structuredClone(e));
   }
 
   async prune(before: string): Promise<number> {
+    const cutoff = normaliseText(before);
     let pruned = 0;
     for (const [id, stored] of this.entries) {
-      if (stored.settledAt !== undefined && stored.settledAt < before) {
+      if (stored.settledAt !== undefined && stored.settledAt < cutoff) {
         this.entries.delete(id);
         pruned++;
       }
@@ -73,8 +84,9 @@ export class MemoryInputInbox implements InputInbox {
   }
 
   async deleteSession(sessionId: string): Promise<void> {
+    const session = normaliseText(sessionId);
     for (const [id, stored] of this.entries) {
-      if (stored.entry.sessionId === sessionId) this.entries.delete(id);
+      if (stored.entry.sessionId === session) this.entries.delete(id);
     }
   }
 }

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import {
   isControlKind,
+  normaliseDeep,
+  normaliseText,
   WellKnownMetadataKeys,
   type HistoryQuery,
   type HistoryStore,
@@ -11,7 +13,8 @@ import {
 
 /**
  * In-memory history and archive over one message log per session. Serves both the
- * `HistoryStore` and the `MessageArchive` port. Returned messages are copies.
+ * `HistoryStore` and the `MessageArchive` port. Returned messages are copies. Text is kept as
+ * `normaliseText` makes it (ids included), as the SQL stores keep it.
  */
 export class MemoryMessageLog implements HistoryStore, MessageArchive {
   private readonly sessions = new Map<string, Message[]>();
@@ -20,7 +23,8 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
 
   async append(messages: NewMessage[]): Promise<Message[]> {
     const stored: Message[] = [];
-    for (const input of messages) {
+    for (const given of messages) {
+      const input = normaliseDeep(given);
       const key = input.key;
       const existing = key !== undefined ? this.byKey.get(key) : undefined;
       if (existing) {
@@ -42,29 +46,32 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
   }
 
   async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
-    const log = this.sessions.get(sessionId) ?? [];
+    const log = this.sessions.get(normaliseText(sessionId)) ?? [];
     return structuredClone(sliceByConversationLimit(log, query.limit ?? 0));
   }
 
   async count(sessionId: string): Promise<number> {
-    return (this.sessions.get(sessionId) ?? []).filter((m) => !isControlKind(m.kind)).length;
+    const log = this.sessions.get(normaliseText(sessionId)) ?? [];
+    return log.filter((m) => !isControlKind(m.kind)).length;
   }
 
   async clear(sessionId?: string): Promise<void> {
-    const ids = sessionId === undefined ? [...this.sessions.keys()] : [sessionId];
+    const ids = sessionId === undefined ? [...this.sessions.keys()] : [normaliseText(sessionId)];
     for (const id of ids) this.drop(id);
   }
 
   async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
-    const log = this.sessions.get(sessionId) ?? [];
-    const kept = log.filter((m) => m.metadata[WellKnownMetadataKeys.TurnId] !== turnId);
+    const id = normaliseText(sessionId);
+    const turn = normaliseText(turnId);
+    const log = this.sessions.get(id) ?? [];
+    const kept = log.filter((m) => m.metadata[WellKnownMetadataKeys.TurnId] !== turn);
     for (const m of log) if (!kept.includes(m) && m.key !== undefined) this.byKey.delete(m.key);
-    this.sessions.set(sessionId, kept);
+    this.sessions.set(id, kept);
     return log.length - kept.length;
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    this.drop(sessionId);
+    this.drop(normaliseText(sessionId));
   }
 
   private drop(sessionId: string): void {

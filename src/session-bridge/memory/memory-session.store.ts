@@ -1,11 +1,21 @@
-import { SessionNotFoundError, type SessionSettings, type SessionStore } from '../../contracts';
+import {
+  normaliseDeep,
+  normaliseText,
+  SessionNotFoundError,
+  type SessionSettings,
+  type SessionStore,
+} from '../../contracts';
 
-/** In-memory `SessionStore`: settings and generations of this process only. */
+/**
+ * In-memory `SessionStore`: settings and generations of this process only. Text is kept as
+ * `normaliseText` makes it (session ids included), as the SQL stores keep it.
+ */
 export class MemorySessionStore implements SessionStore {
   private readonly settings = new Map<string, SessionSettings>();
   private readonly generations = new Map<string, number>();
 
   async get(sessionId: string): Promise<SessionSettings | undefined> {
+    sessionId = normaliseText(sessionId);
     const found = this.settings.get(sessionId);
     return found && structuredClone(found);
   }
@@ -14,9 +24,10 @@ export class MemorySessionStore implements SessionStore {
     sessionId: string,
     defaults: Omit<SessionSettings, 'sessionId'> = {},
   ): Promise<SessionSettings> {
+    sessionId = normaliseText(sessionId);
     let found = this.settings.get(sessionId);
     if (!found) {
-      found = { ...structuredClone(defaults), sessionId };
+      found = { ...structuredClone(normaliseDeep(defaults)), sessionId };
       this.settings.set(sessionId, found);
     }
     return structuredClone(found);
@@ -26,21 +37,25 @@ export class MemorySessionStore implements SessionStore {
     sessionId: string,
     patch: Omit<SessionSettings, 'sessionId'>,
   ): Promise<SessionSettings> {
+    sessionId = normaliseText(sessionId);
     const found = this.settings.get(sessionId);
     if (!found) throw new SessionNotFoundError(sessionId);
-    Object.assign(found, structuredClone(patch), { sessionId });
+    Object.assign(found, structuredClone(normaliseDeep(patch)), { sessionId });
     return structuredClone(found);
   }
 
   async delete(sessionId: string): Promise<void> {
+    sessionId = normaliseText(sessionId);
     this.settings.delete(sessionId);
   }
 
   async generationOf(sessionId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
     return this.generations.get(sessionId) ?? 0;
   }
 
   async advanceGeneration(sessionId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
     const next = (this.generations.get(sessionId) ?? 0) + 1;
     this.generations.set(sessionId, next);
     return next;

@@ -75,7 +75,7 @@ export async function openDatabase(
   url: string,
   options: SqlStoreOptions = {},
 ): Promise<OpenDatabase> {
-  const timeoutMs = timeoutOf(options);
+  const timeoutMs = timeoutOf(url, options);
   if (isPostgresUrl(url)) return openPostgres(url, timeoutMs);
   if (/^[a-z][a-z0-9+.-]+:\/\//i.test(url)) {
     throw new StoreOpenError(
@@ -112,12 +112,12 @@ export async function createSqlStores(
   };
 }
 
-/** The validated `timeoutMs` option. */
-function timeoutOf(options: SqlStoreOptions): number {
+/** The validated `timeoutMs` option (the database `url` names the error). */
+function timeoutOf(url: string, options: SqlStoreOptions): number {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
     throw new StoreOpenError(
-      `The store option timeoutMs must be a positive whole number of milliseconds, got ${String(timeoutMs)}`,
+      `${SETTING} "${redact(url)}" cannot be opened: timeoutMs must be a positive whole number of milliseconds, got ${String(timeoutMs)}`,
     );
   }
   return timeoutMs;

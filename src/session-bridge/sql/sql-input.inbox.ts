@@ -1,5 +1,12 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { IncomingMessage, InboxEntry, InputInbox, Settlement } from '../../contracts';
+import {
+  normaliseDeep,
+  normaliseText,
+  type IncomingMessage,
+  type InboxEntry,
+  type InputInbox,
+  type Settlement,
+} from '../../contracts';
 import type { Database, InboxTable, SqlDialect } from './schema';
 import { guarded } from './store-errors';
 
@@ -11,7 +18,8 @@ const IDS_CHUNK = 500;
  * Kysely), with the semantics of `MemoryInputInbox`. Idempotent by id through the primary key:
  * `accept` inserts with `ON CONFLICT DO NOTHING` and reads back, so a concurrent duplicate waits
  * for the other's commit and returns its entry instead of adding a second one. Returned entries
- * are fresh objects. A database failure rejects with `StoreUnavailableError` (store `'inbox'`).
+ * are fresh objects. Text is kept as `normaliseText` makes it (ids included: PostgreSQL refuses
+ * U+0000). A database failure rejects with `StoreUnavailableError` (store `'inbox'`).
  */
 export class SqlInputInbox implements InputInbox {
   constructor(
@@ -20,8 +28,9 @@ export class SqlInputInbox implements InputInbox {
   ) {}
 
   async accept(
-    message: IncomingMessage & { id: string },
+    given: IncomingMessage & { id: string },
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
+    const message = normaliseDeep(given);
     return guarded('inbox', 'accept an input', async () => {
       const row = {
         id: message.id,
@@ -54,7 +63,7 @@ export class SqlInputInbox implements InputInbox {
         // A settled entry stays as it settled.
         await this.db
           .updateTable('inbox')
-          .set({ turn_id: turnId })
+          .set({ turn_id: normaliseText(turnId) })
           .where('id', 'in', chunk)
           .where('settled_at', 'is', null)
           .execute();
@@ -65,7 +74,7 @@ export class SqlInputInbox implements InputInbox {
   async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
     await guarded('inbox', 'settle inputs', async () => {
       const values = {
-        settlement: JSON.stringify(settlement),
+        settlement: JSON.stringify(normaliseDeep(settlement)),
         settled_at: new Date().toISOString(),
       };
       for (const chunk of chunks(ids)) {
@@ -85,7 +94,7 @@ export class SqlInputInbox implements InputInbox {
       const row = await this.db
         .selectFrom('inbox')
         .selectAll()
-        .where('id', '=', id)
+        .where('id', '=', normaliseText(id))
         .executeTakeFirst();
       return row && fromRow(row);
     });
@@ -98,7 +107,9 @@ export class SqlInputInbox implements InputInbox {
         .selectAll()
         .where('settled_at', 'is', null)
         .orderBy('seq');
-      if (sessionId !== undefined) select = select.where('session_id', '=', sessionId);
+      if (sessionId !== undefined) {
+        select = select.where('session_id', '=', normaliseText(sessionId));
+      }
       return (await select.execute()).map(fromRow);
     });
   }
@@ -108,7 +119,7 @@ export class SqlInputInbox implements InputInbox {
       const result = await this.db
         .deleteFrom('inbox')
         .where('settled_at', 'is not', null)
-        .where('settled_at', '<', before)
+        .where('settled_at', '<', normaliseText(before))
         .executeTakeFirst();
       return Number(result.numDeletedRows);
     });
@@ -116,7 +127,10 @@ export class SqlInputInbox implements InputInbox {
 
   async deleteSession(sessionId: string): Promise<void> {
     await guarded('inbox', 'delete a session', async () => {
-      await this.db.deleteFrom('inbox').where('session_id', '=', sessionId).execute();
+      await this.db
+        .deleteFrom('inbox')
+        .where('session_id', '=', normaliseText(sessionId))
+        .execute();
     });
   }
 }
@@ -134,9 +148,9 @@ async function nextSeq(trx: Kysely<Database>): Promise<number> {
   return Number(row.value);
 }
 
-/** `ids` in lists of at most `IDS_CHUNK`, without duplicates; none for an empty list. */
+/** `ids`, normalised, in lists of at most `IDS_CHUNK`, without duplicates; none for none. */
 function chunks(ids: readonly string[]): string[][] {
-  const unique = [...new Set(ids)];
+  const unique = [...new Set(ids.map(normaliseText))];
   const out: string[][] = [];
   for (let i = 0; i < unique.length; i += IDS_CHUNK) out.push(unique.slice(i, i + IDS_CHUNK));
   return out;

@@ -9,6 +9,8 @@ import {
   type MessageArchive,
   type MessageRole,
   type NewMessage,
+  normaliseDeep,
+  normaliseText,
 } from '../../contracts';
 import type { Database, MessagesTable } from './schema';
 import { guarded } from './store-errors';
@@ -19,8 +21,9 @@ const INSERT_CHUNK = 500;
 /**
  * History and archive over the `messages` table, for SQLite and PostgreSQL alike (written once
  * against Kysely). Serves both the `HistoryStore` and the `MessageArchive` port, with the
- * semantics of `MemoryMessageLog`. Returned messages are fresh objects. A database failure
- * rejects with `StoreUnavailableError`: store `'archive'` for `append`, `'history'` otherwise.
+ * semantics of `MemoryMessageLog`. Returned messages are fresh objects. Text is kept as
+ * `normaliseText` makes it (ids included: PostgreSQL refuses U+0000). A database failure rejects
+ * with `StoreUnavailableError`: store `'archive'` for `append`, `'history'` otherwise.
  */
 export class SqlMessageLog implements HistoryStore, MessageArchive {
   private lastTime = 0;
@@ -30,7 +33,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   async append(messages: NewMessage[]): Promise<Message[]> {
     return guarded('archive', 'append messages', async () => {
       if (messages.length === 0) return [];
-      const rows = messages.map((m) => toRow(m, m.createdAt ?? this.now()));
+      const rows = messages.map((m) => toRow(normaliseDeep(m), m.createdAt ?? this.now()));
       // One transaction: a tool-call group is persisted whole or not at all.
       const stored = await this.db.transaction().execute(async (trx) => {
         const out: Array<Selectable<MessagesTable> | Insertable<MessagesTable>> = [];
@@ -61,6 +64,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   }
 
   async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
+    sessionId = normaliseText(sessionId);
     return guarded('history', 'read history', async () => {
       const limit = query.limit ?? 0;
       let select = this.db
@@ -95,6 +99,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   }
 
   async count(sessionId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
     return guarded('history', 'count messages', async () => {
       const row = await this.db
         .selectFrom('messages')
@@ -107,6 +112,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   }
 
   async clear(sessionId?: string): Promise<void> {
+    if (sessionId !== undefined) sessionId = normaliseText(sessionId);
     return guarded('history', 'clear history', async () => {
       let remove = this.db.deleteFrom('messages');
       if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
@@ -115,6 +121,8 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   }
 
   async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
+    turnId = normaliseText(turnId);
     return guarded('history', 'roll back a turn', async () => {
       const result = await this.db
         .deleteFrom('messages')
@@ -126,6 +134,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   }
 
   async deleteSession(sessionId: string): Promise<void> {
+    sessionId = normaliseText(sessionId);
     return guarded('history', 'delete a session', async () => {
       await this.db.deleteFrom('messages').where('session_id', '=', sessionId).execute();
     });

@@ -1,5 +1,11 @@
 import type { Kysely } from 'kysely';
-import { SessionNotFoundError, type SessionSettings, type SessionStore } from '../../contracts';
+import {
+  normaliseDeep,
+  normaliseText,
+  SessionNotFoundError,
+  type SessionSettings,
+  type SessionStore,
+} from '../../contracts';
 import type { Database } from './schema';
 import { guarded } from './store-errors';
 
@@ -9,13 +15,15 @@ type StoredSettings = Omit<SessionSettings, 'sessionId'>;
 /**
  * `SessionStore` over the `sessions` and `generations` tables, for SQLite and PostgreSQL alike
  * (written once against Kysely), with the semantics of `MemorySessionStore`. Generations live in
- * their own table, so deleting settings keeps them (S7). Returned settings are fresh objects. A
+ * their own table, so deleting settings keeps them (S7). Returned settings are fresh objects.
+ * Text is kept as `normaliseText` makes it (session ids included: PostgreSQL refuses U+0000). A
  * database failure rejects with `StoreUnavailableError` (store `'sessions'`).
  */
 export class SqlSessionStore implements SessionStore {
   constructor(private readonly db: Kysely<Database>) {}
 
   async get(sessionId: string): Promise<SessionSettings | undefined> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'read settings', async () => {
       const row = await this.db
         .selectFrom('sessions')
@@ -27,8 +35,9 @@ export class SqlSessionStore implements SessionStore {
   }
 
   async ensure(sessionId: string, defaults: StoredSettings = {}): Promise<SessionSettings> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'create settings', async () => {
-      const settings = withoutSessionId(defaults);
+      const settings = withoutSessionId(normaliseDeep(defaults));
       const now = new Date().toISOString();
       await this.db
         .insertInto('sessions')
@@ -47,6 +56,7 @@ export class SqlSessionStore implements SessionStore {
   }
 
   async update(sessionId: string, patch: StoredSettings): Promise<SessionSettings> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'update settings', async () => {
       return this.db.transaction().execute(async (trx) => {
         // NOTE: write first. It takes the row lock on PostgreSQL and the write lock on SQLite
@@ -65,7 +75,7 @@ export class SqlSessionStore implements SessionStore {
           .executeTakeFirstOrThrow();
         const merged = withoutSessionId({
           ...(JSON.parse(row.settings) as StoredSettings),
-          ...patch,
+          ...normaliseDeep(patch),
         });
         await trx
           .updateTable('sessions')
@@ -78,12 +88,14 @@ export class SqlSessionStore implements SessionStore {
   }
 
   async delete(sessionId: string): Promise<void> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'delete settings', async () => {
       await this.db.deleteFrom('sessions').where('session_id', '=', sessionId).execute();
     });
   }
 
   async generationOf(sessionId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'read the generation', async () => {
       const row = await this.db
         .selectFrom('generations')
@@ -95,6 +107,7 @@ export class SqlSessionStore implements SessionStore {
   }
 
   async advanceGeneration(sessionId: string): Promise<number> {
+    sessionId = normaliseText(sessionId);
     return guarded('sessions', 'advance the generation', async () => {
       // One atomic upsert: concurrent callers each get their own, distinct generation.
       const row = await this.db

@@ -16,6 +16,8 @@ export {
   InputInbox,
   InvalidInputError,
   isControlKind,
+  normaliseDeep,
+  normaliseText,
   LlmProvider,
   MessageArchive,
   ModelNotFoundError,
@@ -115,13 +117,15 @@ export type { TokenEncoding } from './usage';
 // Stores: in memory, SQLite and PostgreSQL.
 export {
   createSqlStores,
+  MemoryInputInbox,
   MemoryMessageLog,
   MemorySessionStore,
+  SqlInputInbox,
   SqlMessageLog,
   SqlSessionStore,
   StoreOpenError,
 } from './session-bridge';
-export type { SqlStores } from './session-bridge';
+export type { SqlStoreOptions, SqlStores } from './session-bridge';
 
 // Model providers.
 export {

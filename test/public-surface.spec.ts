@@ -65,6 +65,7 @@ const PUBLIC_NAMES = [
   'LlmAfterContext',
   'LlmBeforeContext',
   'LlmProvider',
+  'MemoryInputInbox',
   'MemoryMessageLog',
   'MemorySessionStore',
   'Message',
@@ -106,8 +107,10 @@ const PUBLIC_NAMES = [
   'SessionSettings',
   'SessionStore',
   'Settlement',
+  'SqlInputInbox',
   'SqlMessageLog',
   'SqlSessionStore',
+  'SqlStoreOptions',
   'SqlStores',
   'StoreOpenError',
   'StoreUnavailableError',
@@ -150,6 +153,8 @@ const PUBLIC_NAMES = [
   'WorkDispatcher',
   'createSqlStores',
   'isControlKind',
+  'normaliseDeep',
+  'normaliseText',
   'toolError',
 ];
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { ChatResponse, ChatStreamChunk, ProviderUsage, ToolCall } from '../../contracts';
-import { safeFetch } from '../fetch';
+import type { FetchLike } from '../fetch';
 import { StreamTruncatedError } from '../provider-error';
 
 /** The delta of a streamed choice, including fields that OpenAI-compatible servers add. */
@@ -31,11 +31,11 @@ interface WireUsage {
  * ends without it fails with {@link StreamTruncatedError}, so a connection closed mid-answer is
  * told apart from a finished answer (the SDK ends both silently).
  */
-export async function doneAwareFetch(
-  input: string | URL | Request,
-  init?: RequestInit,
-): Promise<Response> {
-  const response = await safeFetch(input, init);
+export function doneAwareFetch(send: FetchLike): FetchLike {
+  return async (input, init) => watchDone(await send(input, init));
+}
+
+function watchDone(response: Response): Response {
   const type = response.headers.get('content-type') ?? '';
   if (!response.body || !type.includes('text/event-stream')) return response;
   const decoder = new TextDecoder();

@@ -80,6 +80,17 @@ export function stalled(ctx: ErrorContext, silence: Silence, cause?: unknown): P
   );
 }
 
+/**
+ * A 200 answer to a streaming request that is neither a stream nor a JSON completion (a login
+ * page, a proxy's notice): the base URL points somewhere else than the model API.
+ */
+export function notAStream(ctx: ErrorContext, contentType: string): ProviderError {
+  return new ProviderError(
+    'malformed-stream',
+    `The model endpoint ${ctx.endpoint} answered ${quote(contentType, 60)} instead of a stream: check that LLM_BASE_URL is the address of an ${ctx.wire} server`,
+  );
+}
+
 /** The stream broke the wire format's rules. */
 export function malformed(ctx: ErrorContext, what: string, cause?: unknown): ProviderError {
   return new ProviderError(

@@ -30,6 +30,7 @@ import {
   type RetryControl,
   type RetryPolicy,
 } from '../retry';
+import { answerEvents } from './anthropic.answer';
 import { readMessage, toWireParams, type WireParams } from './anthropic.mapping';
 import { loadAnthropicSdk, type AnthropicSdk } from './anthropic.sdk';
 import { MessageStreamReader, UsageTracker } from './anthropic.stream';
@@ -82,7 +83,8 @@ const REASONING_MODEL = /claude-(?:3-7|[a-z]+-[4-9]|[4-9](?:[-.]|$))/i;
  * Resilience and errors as in `OpenAiCompatibleProvider`: retries with backoff and jitter before
  * the first streamed chunk, never after; the idle timeout before the headers and between events
  * (`ping` events do not count), with twice that shared by the attempts before the first token;
- * failures are one-sentence `ProviderError`s; an abort surfaces as the SDK's `APIUserAbortError`; each
+ * a JSON message is taken as the answer, another content type fails naming it; failures are
+ * one-sentence `ProviderError`s; an abort surfaces as the SDK's `APIUserAbortError`; each
  * attempt's abort controller is unlinked from the caller's signal when it ends.
  */
 export class AnthropicProvider implements LlmProvider {
@@ -196,12 +198,13 @@ export class AnthropicProvider implements LlmProvider {
     const reader = new MessageStreamReader(ctx);
     let completed = false;
     try {
-      const events = await this.client.messages.create(
-        { ...params, stream: true } as unknown as MessageCreateParamsStreaming,
-        { signal: call.signal },
-      );
+      const { data, response } = await this.client.messages
+        .create({ ...params, stream: true } as unknown as MessageCreateParamsStreaming, {
+          signal: call.signal,
+        })
+        .withResponse();
       call.touch();
-      for await (const event of events) {
+      for await (const event of answerEvents(data, response, this.sdk, ctx)) {
         call.touch();
         for (const out of reader.read(event)) {
           budget.answered();

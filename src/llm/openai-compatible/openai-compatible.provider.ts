@@ -32,12 +32,8 @@ import {
   type RetryPolicy,
 } from '../retry';
 import { toWireParams, type BaseParams } from './openai-compatible.mapping';
-import {
-  doneAwareFetch,
-  readChunk,
-  readCompletion,
-  ToolCallAssembler,
-} from './openai-compatible.stream';
+import { answerChunks } from './openai-compatible.answer';
+import { readChunk, readCompletion, ToolCallAssembler } from './openai-compatible.stream';
 
 /** Options of an {@link OpenAiCompatibleProvider}. */
 export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
@@ -76,6 +72,9 @@ const OPENAI_ERRORS = { APIError, APIConnectionError, APIConnectionTimeoutError 
  * stays silent longer than `idleTimeoutMs` (before its headers or between chunks) is given up,
  * and the attempts before the first token share twice that in total, waits included.
  *
+ * Answers that are not streams: a JSON completion (a proxy that ignores `stream: true`) is
+ * taken as the answer; any other content type (an HTML login page) fails naming it.
+ *
  * Memory: each attempt has its own abort controller, unlinked from the caller's signal when it
  * ends, so a long-lived caller signal collects no listeners and keeps nothing alive.
  *
@@ -108,7 +107,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
       apiKey: options.apiKey || 'not-needed',
       maxRetries: 0,
       timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      fetch: doneAwareFetch(options.fetch ? safeFetchOf(options.fetch) : safeFetch),
+      fetch: options.fetch ? safeFetchOf(options.fetch) : safeFetch,
       // Failures reach the caller as one-sentence ProviderErrors; the SDK's console lines would
       // only repeat them (and print raw stream data).
       logLevel: 'off',
@@ -181,9 +180,9 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     let finished = false;
     let completed = false;
     try {
-      const chunks = await this.openStream(request, call.signal);
+      const response = await this.openStream(request, call.signal);
       call.touch();
-      for await (const chunk of chunks) {
+      for await (const chunk of answerChunks(response, call.controller, this.client, ctx)) {
         call.touch();
         if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
         for (const out of readChunk(chunk, assembler)) {
@@ -208,15 +207,17 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     if (toolCalls.length) yield { toolCalls };
   }
 
-  /** Sends the streaming request; drops `stream_options` for endpoints that reject it. */
-  private async openStream(request: ChatRequest, signal: AbortSignal) {
+  /**
+   * Sends the streaming request and resolves with the raw response once its headers came (error
+   * statuses throw the SDK's errors); drops `stream_options` for endpoints that reject it.
+   */
+  private async openStream(request: ChatRequest, signal: AbortSignal): Promise<Response> {
     const params = { ...this.buildParams(request), stream: true as const };
-    if (this.streamOptionsRejected) return this.client.chat.completions.create(params, { signal });
+    const send = (body: typeof params) =>
+      this.client.chat.completions.create(body, { signal }).asResponse();
+    if (this.streamOptionsRejected) return send(params);
     try {
-      return await this.client.chat.completions.create(
-        { ...params, stream_options: { include_usage: true } },
-        { signal },
-      );
+      return await send({ ...params, stream_options: { include_usage: true } });
     } catch (error) {
       if (!(
         error instanceof APIError &&
@@ -226,7 +227,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
         throw error;
       }
       this.streamOptionsRejected = true;
-      return this.client.chat.completions.create(params, { signal });
+      return send(params);
     }
   }
 

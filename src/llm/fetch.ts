@@ -15,6 +15,20 @@ export async function safeFetch(
   }
 }
 
+/** A `fetch`: the global one, or one a host passes in (a proxy agent, a test double). */
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/** {@link safeFetch} over another `fetch` implementation. */
+export function safeFetchOf(impl: FetchLike): FetchLike {
+  return async (input, init) => {
+    try {
+      return await impl(input, init);
+    } catch (error) {
+      throw asError(error);
+    }
+  };
+}
+
 /** `error` itself when it is an `Error`, else an `Error` with its name, message and code. */
 export function asError(error: unknown): unknown {
   if (error instanceof Error || typeof error !== 'object' || error === null) return error;

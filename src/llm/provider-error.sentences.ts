@@ -4,6 +4,7 @@ import {
   type ErrorContext,
   type ProviderErrorOptions,
 } from './provider-error';
+import type { Silence } from './call-signal';
 
 /** A server's own error text, made short enough to quote inside a sentence. */
 function quote(text: string | undefined, max = 100): string {
@@ -49,12 +50,44 @@ export function disconnected(ctx: ErrorContext, cause?: unknown): ProviderError 
   );
 }
 
-/** The stream went silent for longer than the idle timeout. */
-export function stalled(ctx: ErrorContext, idleMs: number, cause?: unknown): ProviderError {
+/** `ms` as the user reads it: `0.05 s`, `1.5 s`, `60 s`. */
+export function seconds(ms: number): string {
+  const s = ms / 1000;
+  return `${s >= 10 ? Math.round(s) : Number(s.toPrecision(2))} s`;
+}
+
+/**
+ * The endpoint went silent: longer than the idle timeout before the answer started or between
+ * two chunks, or the attempts before the first token used up their shared budget.
+ */
+export function stalled(ctx: ErrorContext, silence: Silence, cause?: unknown): ProviderError {
+  const endpoint = `The model endpoint ${ctx.endpoint}`;
+  if (silence.midAnswer) {
+    return new ProviderError(
+      'disconnected',
+      `${endpoint} went silent for ${seconds(silence.idleTimeoutMs)} in the middle of an answer: try again, and check that the server is not overloaded`,
+      { cause },
+    );
+  }
+  const what =
+    silence.reason === 'budget'
+      ? `before answering (no token within ${seconds(silence.elapsedMs)} over ${silence.attempts} attempt${silence.attempts === 1 ? '' : 's'})`
+      : `for ${seconds(silence.idleTimeoutMs)} before answering`;
   return new ProviderError(
     'disconnected',
-    `The model endpoint ${ctx.endpoint} sent nothing for ${Math.round(idleMs / 1000)} s in the middle of an answer: try again, and check that the server is not overloaded`,
+    `${endpoint} went silent ${what}: check that the server is running and not overloaded, or raise the idle timeout`,
     { cause },
+  );
+}
+
+/**
+ * A 200 answer to a streaming request that is neither a stream nor a JSON completion (a login
+ * page, a proxy's notice): the base URL points somewhere else than the model API.
+ */
+export function notAStream(ctx: ErrorContext, contentType: string): ProviderError {
+  return new ProviderError(
+    'malformed-stream',
+    `The model endpoint ${ctx.endpoint} answered ${quote(contentType, 60)} instead of a stream: check that LLM_BASE_URL is the address of an ${ctx.wire} server`,
   );
 }
 

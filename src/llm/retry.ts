@@ -38,6 +38,11 @@ export interface RetryControl {
   abortError: () => unknown;
   /** Called before each wait. */
   onRetry?: (info: RetryInfo) => void;
+  /**
+   * Milliseconds left for waits and further attempts (a stream's budget before its first
+   * token): a wait at least that long is not made, and the error is thrown at once.
+   */
+  remainingMs?: () => number;
 }
 
 export const DEFAULT_MAX_RETRIES = 2;
@@ -118,6 +123,7 @@ async function waitForRetry(
   const verdict = control.retryable(error);
   if (!verdict) return false;
   const delayMs = backoffDelay(retry, policy, verdict.retryAfterMs);
+  if (control.remainingMs && delayMs >= control.remainingMs()) return false;
   control.onRetry?.({ retry: retry + 1, delayMs, error });
   await policy.sleep(delayMs, control.signal);
   if (control.signal.aborted) throw control.abortError();
@@ -164,9 +170,18 @@ export async function* retryStream<T>(
 
 /** Timeouts and retries shared by the SDK-based providers. */
 export interface ResilienceOptions {
-  /** Milliseconds to wait for the answer to start (response headers). @default 120000 */
+  /**
+   * Milliseconds to wait for the response headers (of a non-streaming call, the whole answer,
+   * as servers send them with it); a stream also gives up after `idleTimeoutMs` of silence.
+   * @default 120000
+   */
   timeoutMs?: number;
-  /** Longest silence, in milliseconds, inside a started stream; 0 disables it. @default 300000 */
+  /**
+   * Longest silence of a stream, in milliseconds: before the response headers, and between
+   * chunks (SSE keep-alive comments do not count as chunks). The attempts before the first
+   * token share twice this in total, retry waits included. `ChatRequest.idleTimeoutMs`
+   * overrides it; 0 disables it. @default 60000
+   */
   idleTimeoutMs?: number;
   /** Retries on connection errors, 408/409/429/5xx, before the first streamed token. @default 2 */
   maxRetries?: number;
@@ -183,7 +198,15 @@ export interface ResilienceOptions {
 }
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
-export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
+export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+
+/** The idle timeout of one call: the request's own, else the provider's, else the default. */
+export function idleTimeoutOf(
+  request: { idleTimeoutMs?: number },
+  options: ResilienceOptions,
+): number {
+  return request.idleTimeoutMs ?? options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+}
 
 /** The retry policy of a provider's {@link ResilienceOptions}. */
 export function policyOf(options: ResilienceOptions): RetryPolicy {

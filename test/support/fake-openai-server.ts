@@ -25,6 +25,11 @@ export interface FakeScriptBase {
 
 /** A text answer, optionally preceded by reasoning (`reasoning_content`). */
 export interface FakeTextScript extends FakeScriptBase {
+  /**
+   * Answer with one JSON completion even when the request asks for a stream, as a proxy that
+   * ignores `stream: true` does.
+   */
+  ignoreStream?: boolean;
   text: string;
   /** Number of content deltas the text is split into (capped at its length). @default 1 */
   chunks?: number;
@@ -49,18 +54,53 @@ export interface FakeToolCall {
  */
 export interface FakeToolCallsScript extends FakeScriptBase {
   toolCalls: FakeToolCall[];
+  /** As in {@link FakeTextScript}. */
+  ignoreStream?: boolean;
   /** Text sent before the calls. */
   text?: string;
   /** As in {@link FakeTextScript}. */
   usage?: FakeUsage | null;
 }
 
-/** An HTTP error answer. */
+/**
+ * An HTTP answer with a given status and body: an error, or a 200 that is not a stream (an
+ * HTML login page with `headers: { 'content-type': 'text/html' }`, an empty body with `''`).
+ */
 export interface FakeErrorScript extends FakeScriptBase {
   status: number;
   /** JSON body (a string is sent as is). @default an OpenAI-style `{ error: { message, ... } }` */
   body?: unknown;
+  /** Sent over the default `content-type: application/json`. */
   headers?: Record<string, string>;
+}
+
+/**
+ * Wire faults of a streaming answer, each one a way a real endpoint or proxy misbehaves:
+ *
+ * - `hang-before-headers`: reads the request, never answers;
+ * - `headers-then-silence`: sends `200 text/event-stream` headers, then nothing;
+ * - `hang-mid-stream`: sends the first chunk of `text`, then nothing;
+ * - `keep-alive-only`: sends headers and an SSE comment `: ping` every `pingEveryMs`, never data;
+ * - `disconnect-mid-stream`: sends the first chunk of `text`, then destroys the socket;
+ * - `no-done`: sends the whole answer, finish reason included, and closes without `[DONE]`;
+ * - `cut-without-finish`: sends the first chunk of `text` and closes cleanly, no finish, no `[DONE]`.
+ *
+ * Silent faults last until the client goes away or the server closes.
+ */
+export interface FakeFaultScript extends FakeScriptBase {
+  fault:
+    | 'hang-before-headers'
+    | 'headers-then-silence'
+    | 'hang-mid-stream'
+    | 'keep-alive-only'
+    | 'disconnect-mid-stream'
+    | 'no-done'
+    | 'cut-without-finish';
+  /** The answer the fault breaks off; sent in `chunks` deltas. @default 'Hello there' in 2 */
+  text?: string;
+  chunks?: number;
+  /** `keep-alive-only`: milliseconds between comments. @default 50 */
+  pingEveryMs?: number;
 }
 
 /**
@@ -73,7 +113,8 @@ export interface FakeRawScript extends FakeScriptBase {
 }
 
 /** What the server answers to one chat-completions request. */
-export type FakeScript = FakeTextScript | FakeToolCallsScript | FakeErrorScript | FakeRawScript;
+export type FakeScript =
+  FakeTextScript | FakeToolCallsScript | FakeErrorScript | FakeRawScript | FakeFaultScript;
 
 /** A request as the server received it. */
 export type ReceivedRequest = ReceivedHttpRequest;
@@ -88,7 +129,8 @@ const BASE_PATH = '/v1';
  * is queued) and answers it as SSE when the body has `stream: true` (a usage chunk only when
  * `stream_options.include_usage` is set), else as one JSON completion. `GET /v1/models` lists
  * `models`. The SDK retries 408/409/429/5xx answers: give clients `maxRetries: 0` when testing
- * errors, or queue one script per attempt.
+ * errors, or queue one script per attempt (and `discardScripts()` those left over).
+ * {@link FakeFaultScript}s break the wire in the ways real endpoints do.
  */
 export class FakeOpenAiServer extends ScriptedHttpServer<FakeScript> {
   /** Model ids listed by `GET /v1/models`. */
@@ -129,7 +171,8 @@ export class FakeOpenAiServer extends ScriptedHttpServer<FakeScript> {
       if (!this.closing && !res.destroyed) sendError(res, script);
       return;
     }
-    if (body.stream !== true) {
+    if ('fault' in script) return this.fault(script, body, id, res);
+    if (body.stream !== true || ('raw' in script ? false : script.ignoreStream)) {
       if (script.hold) await this.hold(res);
       if (!this.closing && !res.destroyed) sendJson(res, 200, completionOf(script, body, id));
       return;
@@ -141,6 +184,45 @@ export class FakeOpenAiServer extends ScriptedHttpServer<FakeScript> {
     if (this.closing || res.destroyed) return;
     for (const event of events.slice(1)) res.write(`data: ${event}\n\n`);
     res.end();
+  }
+
+  /** Answers with a wire fault (see {@link FakeFaultScript}). */
+  private async fault(script: FakeFaultScript, body: any, id: string, res: ServerResponse) {
+    const answer: FakeTextScript = {
+      text: script.text ?? 'Hello there',
+      chunks: script.chunks ?? 2,
+    };
+    const events = streamEventsOf(answer, body, id);
+    const sse = (payload: string) => `data: ${payload}\n\n`;
+    if (script.fault === 'hang-before-headers') return this.hold(res);
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    switch (script.fault) {
+      case 'headers-then-silence':
+        return this.hold(res);
+      case 'keep-alive-only': {
+        const ping = setInterval(() => res.write(': ping\n\n'), script.pingEveryMs ?? 50);
+        res.on('close', () => clearInterval(ping));
+        return this.hold(res);
+      }
+      case 'hang-mid-stream':
+        res.write(sse(events[0]));
+        return this.hold(res);
+      case 'disconnect-mid-stream':
+        res.write(sse(events[0]), () => res.socket?.destroy());
+        return;
+      case 'cut-without-finish':
+        res.end(sse(events[0]));
+        return;
+      case 'no-done':
+        res.end(
+          events
+            .filter((event) => event !== '[DONE]')
+            .map(sse)
+            .join(''),
+        );
+        return;
+    }
   }
 }
 
@@ -155,7 +237,7 @@ function sendError(res: ServerResponse, script: FakeErrorScript): void {
 
 /** The SSE `data:` payloads of a streamed answer, `[DONE]` included. */
 function streamEventsOf(
-  script: Exclude<FakeScript, FakeErrorScript>,
+  script: FakeTextScript | FakeToolCallsScript | FakeRawScript,
   body: any,
   id: string,
 ): string[] {
@@ -234,7 +316,11 @@ function usageOf(script: FakeTextScript | FakeToolCallsScript): Required<FakeUsa
 }
 
 /** One non-streaming completion for a script. */
-function completionOf(script: Exclude<FakeScript, FakeErrorScript>, body: any, id: string) {
+function completionOf(
+  script: FakeTextScript | FakeToolCallsScript | FakeRawScript,
+  body: any,
+  id: string,
+) {
   if ('raw' in script) return assembleRaw(script.raw, id);
   const toolCalls = 'toolCalls' in script ? toolCallsOf(script) : [];
   const reasoning = 'reasoning' in script ? script.reasoning : undefined;

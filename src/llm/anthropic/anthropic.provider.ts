@@ -10,8 +10,8 @@ import type {
   LlmProvider,
   ModelCapabilities,
 } from '../../contracts';
-import { CallSignal } from '../call-signal';
-import { safeFetch } from '../fetch';
+import { CallBudget, CallSignal } from '../call-signal';
+import { safeFetch, safeFetchOf, type FetchLike } from '../fetch';
 import {
   endpointLabel,
   ProviderError,
@@ -21,8 +21,8 @@ import {
 import { toProviderError } from '../provider-error.classification';
 import { disconnected, stalled } from '../provider-error.sentences';
 import {
-  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_TIMEOUT_MS,
+  idleTimeoutOf,
   policyOf,
   retryCall,
   retryStream,
@@ -30,6 +30,7 @@ import {
   type RetryControl,
   type RetryPolicy,
 } from '../retry';
+import { answerEvents } from './anthropic.answer';
 import { readMessage, toWireParams, type WireParams } from './anthropic.mapping';
 import { loadAnthropicSdk, type AnthropicSdk } from './anthropic.sdk';
 import { MessageStreamReader, UsageTracker } from './anthropic.stream';
@@ -58,6 +59,8 @@ export interface AnthropicProviderOptions extends ResilienceOptions {
   thinkingBudgetTokens?: number;
   /** Send `thinking: { type: 'adaptive' }` instead of a fixed budget (newer models). */
   adaptiveThinking?: boolean;
+  /** The `fetch` to send requests with (a proxy-aware one, a test double). @default global fetch */
+  fetch?: FetchLike;
 }
 
 /** Milliseconds `ping()` waits for `GET /v1/models`. */
@@ -78,8 +81,11 @@ const REASONING_MODEL = /claude-(?:3-7|[a-z]+-[4-9]|[4-9](?:[-.]|$))/i;
  * API requires, while the tool loop lasts.
  *
  * Resilience and errors as in `OpenAiCompatibleProvider`: retries with backoff and jitter before
- * the first streamed chunk, never after; failures are one-sentence `ProviderError`s; an abort
- * surfaces as the SDK's `APIUserAbortError`.
+ * the first streamed chunk, never after; the idle timeout before the headers and between events
+ * (`ping` events do not count), with twice that shared by the attempts before the first token;
+ * a JSON message is taken as the answer, another content type fails naming it; failures are
+ * one-sentence `ProviderError`s; an abort surfaces as the SDK's `APIUserAbortError`; each
+ * attempt's abort controller is unlinked from the caller's signal when it ends.
  */
 export class AnthropicProvider implements LlmProvider {
   /** Provider instance id. */
@@ -108,7 +114,7 @@ export class AnthropicProvider implements LlmProvider {
       apiKey: options.apiKey || 'not-needed',
       maxRetries: 0,
       timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      fetch: safeFetch,
+      fetch: options.fetch ? safeFetchOf(options.fetch) : safeFetch,
       // Failures reach the caller as one-sentence ProviderErrors.
       logLevel: 'off',
     });
@@ -133,14 +139,20 @@ export class AnthropicProvider implements LlmProvider {
     if (request.signal.aborted) throw new this.sdk.APIUserAbortError();
     const params = this.buildParams(request);
     const message: any = await retryCall(
-      () =>
-        this.client.messages
-          .create({ ...params, stream: false } as unknown as MessageCreateParamsNonStreaming, {
-            signal: request.signal,
-          })
-          .catch((error: unknown) => {
-            throw this.failure(request, error);
-          }),
+      async () => {
+        // No idle timeout: a whole answer comes at once, after all of its generation.
+        const call = new CallSignal(request.signal, new CallBudget(0));
+        try {
+          return await this.client.messages.create(
+            { ...params, stream: false } as unknown as MessageCreateParamsNonStreaming,
+            { signal: call.signal },
+          );
+        } catch (error) {
+          throw this.failure(request, error);
+        } finally {
+          call.end(true);
+        }
+      },
       this.policy,
       this.retryControl(request),
     );
@@ -163,11 +175,11 @@ export class AnthropicProvider implements LlmProvider {
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamChunk, void, undefined> {
     if (request.signal.aborted) throw new this.sdk.APIUserAbortError();
     const params = this.buildParams(request);
-    yield* retryStream(
-      () => this.attempt(request, params),
-      this.policy,
-      this.retryControl(request),
-    );
+    const budget = new CallBudget(idleTimeoutOf(request, this.options));
+    yield* retryStream(() => this.attempt(request, params, budget), this.policy, {
+      ...this.retryControl(request),
+      remainingMs: () => budget.remainingMs(),
+    });
   }
 
   /** Readiness probe: lists one model; throws when the endpoint cannot be reached. */
@@ -175,35 +187,41 @@ export class AnthropicProvider implements LlmProvider {
     await this.client.models.list({ limit: 1 }, { timeout: PING_TIMEOUT_MS, maxRetries: 0 });
   }
 
-  /** One streamed attempt. */
+  /** One streamed attempt; `budget` is shared by the attempts of the call. */
   private async *attempt(
     request: ChatRequest,
     params: WireParams,
+    budget: CallBudget,
   ): AsyncGenerator<ChatStreamChunk, void, undefined> {
     const ctx = this.context(request);
-    const call = new CallSignal(
-      request.signal,
-      this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-    );
+    const call = new CallSignal(request.signal, budget);
     const reader = new MessageStreamReader(ctx);
+    let completed = false;
     try {
-      const events = await this.client.messages.create(
-        { ...params, stream: true } as unknown as MessageCreateParamsStreaming,
-        { signal: call.signal },
-      );
+      const { data, response } = await this.client.messages
+        .create({ ...params, stream: true } as unknown as MessageCreateParamsStreaming, {
+          signal: call.signal,
+        })
+        .withResponse();
       call.touch();
-      for await (const event of events) {
+      for await (const event of answerEvents(data, response, this.sdk, ctx)) {
         call.touch();
-        for (const out of reader.read(event)) yield out;
+        for (const out of reader.read(event)) {
+          budget.answered();
+          call.pause();
+          yield out;
+          call.resume();
+        }
         if (reader.finished) break;
       }
+      completed = true;
     } catch (error) {
       throw this.failure(request, error, call);
     } finally {
-      call.stop();
+      call.end(completed);
     }
     if (request.signal.aborted) throw new this.sdk.APIUserAbortError();
-    if (call.timedOut) throw stalled(ctx, call.idleTimeoutMs);
+    if (call.stalled) throw stalled(ctx, call.stalled);
     if (!reader.finished) throw disconnected(ctx);
     const usage = reader.usage.result();
     if (usage) yield { usage };
@@ -218,7 +236,7 @@ export class AnthropicProvider implements LlmProvider {
       return error instanceof this.sdk.APIUserAbortError ? error : new this.sdk.APIUserAbortError();
     }
     const ctx = this.context(request);
-    if (call?.timedOut) return stalled(ctx, call.idleTimeoutMs, error);
+    if (call?.stalled) return stalled(ctx, call.stalled, error);
     return toProviderError(error, ctx, this.errors);
   }
 

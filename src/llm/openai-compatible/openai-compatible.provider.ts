@@ -11,7 +11,8 @@ import type {
   LlmProvider,
   ModelCapabilities,
 } from '../../contracts';
-import { CallSignal } from '../call-signal';
+import { CallBudget, CallSignal } from '../call-signal';
+import { safeFetch, safeFetchOf, type FetchLike } from '../fetch';
 import {
   endpointLabel,
   ProviderError,
@@ -21,8 +22,8 @@ import {
 import { isDroppedConnection, toProviderError } from '../provider-error.classification';
 import { disconnected, stalled } from '../provider-error.sentences';
 import {
-  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_TIMEOUT_MS,
+  idleTimeoutOf,
   policyOf,
   retryCall,
   retryStream,
@@ -31,12 +32,8 @@ import {
   type RetryPolicy,
 } from '../retry';
 import { toWireParams, type BaseParams } from './openai-compatible.mapping';
-import {
-  doneAwareFetch,
-  readChunk,
-  readCompletion,
-  ToolCallAssembler,
-} from './openai-compatible.stream';
+import { answerChunks } from './openai-compatible.answer';
+import { readChunk, readCompletion, ToolCallAssembler } from './openai-compatible.stream';
 
 /** Options of an {@link OpenAiCompatibleProvider}. */
 export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
@@ -52,6 +49,8 @@ export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
   capabilities?: Record<string, Partial<ModelCapabilities>>;
   /** Capability overrides for every model, merged over the built-in defaults. */
   defaultCapabilities?: Partial<ModelCapabilities>;
+  /** The `fetch` to send requests with (a proxy-aware one, a test double). @default global fetch */
+  fetch?: FetchLike;
 }
 
 /** Milliseconds `ping()` waits for `GET /models`. */
@@ -70,7 +69,14 @@ const OPENAI_ERRORS = { APIError, APIConnectionError, APIConnectionTimeoutError 
  * Resilience: the SDK's own retries are off; this provider retries connection errors, 408, 409,
  * 429 and 5xx answers (and streams that break before their first chunk) with exponential backoff
  * and full jitter, honouring `Retry-After`, but never once a chunk was yielded. A stream that
- * stays silent longer than `idleTimeoutMs` is given up.
+ * stays silent longer than `idleTimeoutMs` (before its headers or between chunks) is given up,
+ * and the attempts before the first token share twice that in total, waits included.
+ *
+ * Answers that are not streams: a JSON completion (a proxy that ignores `stream: true`) is
+ * taken as the answer; any other content type (an HTML login page) fails naming it.
+ *
+ * Memory: each attempt has its own abort controller, unlinked from the caller's signal when it
+ * ends, so a long-lived caller signal collects no listeners and keeps nothing alive.
  *
  * Errors: every failure is a {@link ProviderError} whose message is one sentence telling the user
  * what to do (unreachable endpoint, 401, unknown model, context length, rate limit, malformed or
@@ -101,7 +107,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
       apiKey: options.apiKey || 'not-needed',
       maxRetries: 0,
       timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      fetch: doneAwareFetch,
+      fetch: options.fetch ? safeFetchOf(options.fetch) : safeFetch,
       // Failures reach the caller as one-sentence ProviderErrors; the SDK's console lines would
       // only repeat them (and print raw stream data).
       logLevel: 'off',
@@ -125,12 +131,20 @@ export class OpenAiCompatibleProvider implements LlmProvider {
   async chat(request: ChatRequest): Promise<ChatResponse> {
     if (request.signal.aborted) throw new APIUserAbortError();
     const completion = await retryCall(
-      () =>
-        this.client.chat.completions
-          .create({ ...this.buildParams(request), stream: false }, { signal: request.signal })
-          .catch((error: unknown) => {
-            throw this.failure(request, error);
-          }),
+      async () => {
+        // No idle timeout: a whole answer comes at once, after all of its generation.
+        const call = new CallSignal(request.signal, new CallBudget(0));
+        try {
+          return await this.client.chat.completions.create(
+            { ...this.buildParams(request), stream: false },
+            { signal: call.signal },
+          );
+        } catch (error) {
+          throw this.failure(request, error);
+        } finally {
+          call.end(true);
+        }
+      },
       this.policy,
       this.retryControl(request),
     );
@@ -143,7 +157,11 @@ export class OpenAiCompatibleProvider implements LlmProvider {
    */
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamChunk, void, undefined> {
     if (request.signal.aborted) throw new APIUserAbortError();
-    yield* retryStream(() => this.attempt(request), this.policy, this.retryControl(request));
+    const budget = new CallBudget(idleTimeoutOf(request, this.options));
+    yield* retryStream(() => this.attempt(request, budget), this.policy, {
+      ...this.retryControl(request),
+      remainingMs: () => budget.remainingMs(),
+    });
   }
 
   /** Readiness probe: lists the models; throws when the endpoint cannot be reached. */
@@ -151,46 +169,55 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     await this.client.models.list({ timeout: PING_TIMEOUT_MS, maxRetries: 0 });
   }
 
-  /** One streamed attempt. */
-  private async *attempt(request: ChatRequest): AsyncGenerator<ChatStreamChunk, void, undefined> {
-    const call = new CallSignal(
-      request.signal,
-      this.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-    );
+  /** One streamed attempt; `budget` is shared by the attempts of the call. */
+  private async *attempt(
+    request: ChatRequest,
+    budget: CallBudget,
+  ): AsyncGenerator<ChatStreamChunk, void, undefined> {
+    const ctx = this.context(request);
+    const call = new CallSignal(request.signal, budget);
     const assembler = new ToolCallAssembler();
     let finished = false;
+    let completed = false;
     try {
-      const chunks = await this.openStream(request, call.signal);
+      const response = await this.openStream(request, call.signal);
       call.touch();
-      for await (const chunk of chunks) {
+      for await (const chunk of answerChunks(response, call.controller, this.client, ctx)) {
         call.touch();
         if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
-        for (const out of readChunk(chunk, assembler)) yield out;
+        for (const out of readChunk(chunk, assembler)) {
+          budget.answered();
+          call.pause();
+          yield out;
+          call.resume();
+        }
       }
+      completed = true;
     } catch (error) {
       // A server that closes without `[DONE]` after a finished choice has still answered.
-      if (!(finished && isDroppedConnection(error))) {
-        throw this.failure(request, error, call);
-      }
+      if (!(finished && isDroppedConnection(error))) throw this.failure(request, error, call);
+      completed = true;
     } finally {
-      call.stop();
+      call.end(completed);
     }
     // The SDK ends a stream silently when its request is aborted.
     if (request.signal.aborted) throw new APIUserAbortError();
-    if (call.timedOut) throw stalled(this.context(request), call.idleTimeoutMs);
+    if (call.stalled) throw stalled(ctx, call.stalled);
     const toolCalls = assembler.result();
     if (toolCalls.length) yield { toolCalls };
   }
 
-  /** Sends the streaming request; drops `stream_options` for endpoints that reject it. */
-  private async openStream(request: ChatRequest, signal: AbortSignal) {
+  /**
+   * Sends the streaming request and resolves with the raw response once its headers came (error
+   * statuses throw the SDK's errors); drops `stream_options` for endpoints that reject it.
+   */
+  private async openStream(request: ChatRequest, signal: AbortSignal): Promise<Response> {
     const params = { ...this.buildParams(request), stream: true as const };
-    if (this.streamOptionsRejected) return this.client.chat.completions.create(params, { signal });
+    const send = (body: typeof params) =>
+      this.client.chat.completions.create(body, { signal }).asResponse();
+    if (this.streamOptionsRejected) return send(params);
     try {
-      return await this.client.chat.completions.create(
-        { ...params, stream_options: { include_usage: true } },
-        { signal },
-      );
+      return await send({ ...params, stream_options: { include_usage: true } });
     } catch (error) {
       if (!(
         error instanceof APIError &&
@@ -200,7 +227,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
         throw error;
       }
       this.streamOptionsRejected = true;
-      return this.client.chat.completions.create(params, { signal });
+      return send(params);
     }
   }
 
@@ -209,7 +236,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     if (request.signal.aborted) {
       return error instanceof APIUserAbortError ? error : new APIUserAbortError();
     }
-    if (call?.timedOut) return stalled(this.context(request), call.idleTimeoutMs, error);
+    if (call?.stalled) return stalled(this.context(request), call.stalled, error);
     if (error instanceof StreamTruncatedError) return disconnected(this.context(request), error);
     return toProviderError(error, this.context(request), OPENAI_ERRORS);
   }

@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { ChatResponse, ChatStreamChunk, ProviderUsage, ToolCall } from '../../contracts';
-import { safeFetch } from '../fetch';
-import { StreamTruncatedError } from '../provider-error';
 
 /** The delta of a streamed choice, including fields that OpenAI-compatible servers add. */
 interface WireDelta {
@@ -24,41 +22,6 @@ interface WireUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
   total_tokens?: number;
-}
-
-/**
- * `fetch` that watches event streams for the closing `data: [DONE]` line: a stream whose body
- * ends without it fails with {@link StreamTruncatedError}, so a connection closed mid-answer is
- * told apart from a finished answer (the SDK ends both silently).
- */
-export async function doneAwareFetch(
-  input: string | URL | Request,
-  init?: RequestInit,
-): Promise<Response> {
-  const response = await safeFetch(input, init);
-  const type = response.headers.get('content-type') ?? '';
-  if (!response.body || !type.includes('text/event-stream')) return response;
-  const decoder = new TextDecoder();
-  let tail = '';
-  let done = false;
-  const watch = new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      if (!done) {
-        const text = tail + decoder.decode(chunk, { stream: true });
-        done = /(?:^|[\r\n])data:[ \t]*\[DONE\]/.test(text);
-        tail = text.slice(-32);
-      }
-      controller.enqueue(chunk);
-    },
-    flush(controller) {
-      if (!done) controller.error(new StreamTruncatedError());
-    },
-  });
-  return new Response(response.body.pipeThrough(watch), {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
 }
 
 /** The stream chunks of one wire chunk; tool-call deltas go to `assembler`. */

@@ -259,5 +259,50 @@ describe('retry', () => {
       expect(opened).toBe(1);
       expect(waits).toEqual([]);
     });
+
+    it('does not wait past the budget left: the error is thrown at once, unannounced', async () => {
+      const { policy, waits } = recorded({ maxRetries: 5 });
+      const retries: number[] = [];
+      let opened = 0;
+
+      await expect(
+        (async () => {
+          for await (const item of retryStream(
+            // eslint-disable-next-line require-yield
+            async function* () {
+              opened++;
+              throw Object.assign(new Error('retry later'), { after: 500 });
+            },
+            policy,
+            control({ remainingMs: () => 499, onRetry: (info) => retries.push(info.retry) }),
+          )) {
+            void item;
+          }
+        })(),
+      ).rejects.toThrow('retry later');
+      expect(opened).toBe(1);
+      expect(waits).toEqual([]);
+      expect(retries).toEqual([]);
+    });
+
+    it('waits within the budget left, and retries', async () => {
+      const { policy, waits } = recorded();
+      let opened = 0;
+      const items: string[] = [];
+
+      for await (const item of retryStream(
+        async function* () {
+          if (++opened === 1) throw Object.assign(new Error('retry later'), { after: 200 });
+          yield 'answer';
+        },
+        policy,
+        control({ remainingMs: () => 201 }),
+      )) {
+        items.push(item);
+      }
+
+      expect(waits).toEqual([200]);
+      expect(items).toEqual(['answer']);
+    });
   });
 });

@@ -790,7 +790,7 @@ describe('AnthropicProvider', () => {
 
       expect(got.text).toBe('and then');
       expect(error.kind).toBe('disconnected');
-      expect(error.message).toContain('sent nothing for');
+      expect(error.message).toContain('went silent for 0.05 s in the middle of an answer');
     });
 
     it('throws APIUserAbortError when aborted mid-stream, and closes the connection', async () => {

@@ -368,7 +368,7 @@ describe('OpenAiCompatibleProvider resilience and failures', () => {
 
       expect(got.text).toBe('and then');
       expect(error.kind).toBe('disconnected');
-      expect(error.message).toContain('sent nothing for');
+      expect(error.message).toContain('went silent for 0.05 s in the middle of an answer');
     });
   });
 

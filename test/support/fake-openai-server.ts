@@ -83,7 +83,9 @@ export interface FakeErrorScript extends FakeScriptBase {
  * - `keep-alive-only`: sends headers and an SSE comment `: ping` every `pingEveryMs`, never data;
  * - `disconnect-mid-stream`: sends the first chunk of `text`, then destroys the socket;
  * - `no-done`: sends the whole answer, finish reason included, and closes without `[DONE]`;
- * - `cut-without-finish`: sends the first chunk of `text` and closes cleanly, no finish, no `[DONE]`.
+ * - `cut-without-finish`: sends the first chunk of `text` and closes cleanly, no finish, no `[DONE]`;
+ * - `trickle`: sends a one-word delta every `pingEveryMs`, never finishing (a slow model that is
+ *   never silent long enough for the idle timeout).
  *
  * Silent faults last until the client goes away or the server closes.
  */
@@ -95,11 +97,12 @@ export interface FakeFaultScript extends FakeScriptBase {
     | 'keep-alive-only'
     | 'disconnect-mid-stream'
     | 'no-done'
-    | 'cut-without-finish';
+    | 'cut-without-finish'
+    | 'trickle';
   /** The answer the fault breaks off; sent in `chunks` deltas. @default 'Hello there' in 2 */
   text?: string;
   chunks?: number;
-  /** `keep-alive-only`: milliseconds between comments. @default 50 */
+  /** `keep-alive-only`, `trickle`: milliseconds between comments or deltas. @default 50 */
   pingEveryMs?: number;
 }
 
@@ -208,6 +211,18 @@ export class FakeOpenAiServer extends ScriptedHttpServer<FakeScript> {
       case 'hang-mid-stream':
         res.write(sse(events[0]));
         return this.hold(res);
+      case 'trickle': {
+        const delta = JSON.stringify({
+          id,
+          object: 'chat.completion.chunk',
+          created: 0,
+          model: body.model,
+          choices: [{ index: 0, delta: { content: 'slow ' }, finish_reason: null }],
+        });
+        const drip = setInterval(() => res.write(sse(delta)), script.pingEveryMs ?? 50);
+        res.on('close', () => clearInterval(drip));
+        return this.hold(res);
+      }
       case 'disconnect-mid-stream':
         res.write(sse(events[0]), () => res.socket?.destroy());
         return;

@@ -247,7 +247,8 @@ describe('UsageTracker', () => {
     const asyncEvent = await new UsageTracker(fresh).buildEventAsync(input());
     await fresh.dispose();
     expect(asyncEvent).toEqual(tracker.buildEvent(input()));
-  });
+    // Starting worker threads takes seconds on a loaded 2-core machine.
+  }, 20_000);
 
   it('logs on a level change and every 10th turn, naming the top three buckets', () => {
     const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);

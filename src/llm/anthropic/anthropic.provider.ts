@@ -11,7 +11,7 @@ import type {
   ModelCapabilities,
 } from '../../contracts';
 import { CallBudget, CallSignal } from '../call-signal';
-import { safeFetch, safeFetchOf, type FetchLike } from '../fetch';
+import { safeFetch, safeFetchOf } from '../fetch';
 import {
   endpointLabel,
   ProviderError,
@@ -60,7 +60,7 @@ export interface AnthropicProviderOptions extends ResilienceOptions {
   /** Send `thinking: { type: 'adaptive' }` instead of a fixed budget (newer models). */
   adaptiveThinking?: boolean;
   /** The `fetch` to send requests with (a proxy-aware one, a test double). @default global fetch */
-  fetch?: FetchLike;
+  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 }
 
 /** Milliseconds `ping()` waits for `GET /v1/models`. */

@@ -12,7 +12,7 @@ import type {
   ModelCapabilities,
 } from '../../contracts';
 import { CallBudget, CallSignal } from '../call-signal';
-import { safeFetch, safeFetchOf, type FetchLike } from '../fetch';
+import { safeFetch, safeFetchOf } from '../fetch';
 import {
   endpointLabel,
   ProviderError,
@@ -50,7 +50,7 @@ export interface OpenAiCompatibleProviderOptions extends ResilienceOptions {
   /** Capability overrides for every model, merged over the built-in defaults. */
   defaultCapabilities?: Partial<ModelCapabilities>;
   /** The `fetch` to send requests with (a proxy-aware one, a test double). @default global fetch */
-  fetch?: FetchLike;
+  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 }
 
 /** Milliseconds `ping()` waits for `GET /models`. */

@@ -3,12 +3,20 @@
  * Figures are ratios against a baseline measured in the same run, with medians.
  */
 import { cpus } from 'node:os';
+import { benchMemory } from './memory.bench';
+import { benchRecovery } from './recovery.bench';
 import { benchStores } from './stores.bench';
 import { benchTurns } from './turns.bench';
 import { benchUsage } from './usage.bench';
 
 async function main(): Promise<void> {
-  const sections = [await benchTurns(), await benchUsage(), await benchStores()];
+  const sections = [
+    await benchTurns(),
+    await benchUsage(),
+    await benchStores(),
+    await benchMemory(),
+    await benchRecovery(),
+  ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +
       `(Node ${process.version}, ${cpus().length} cores).\n\n${sections.join('\n\n')}\n`,

@@ -4,6 +4,7 @@
  */
 import { cpus } from 'node:os';
 import { benchMemory } from './memory.bench';
+import { benchQueueBurst } from './queue-burst.bench';
 import { benchRecovery } from './recovery.bench';
 import { benchStores } from './stores.bench';
 import { benchTurns } from './turns.bench';
@@ -16,6 +17,7 @@ async function main(): Promise<void> {
     await benchStores(),
     await benchMemory(),
     await benchRecovery(),
+    await benchQueueBurst(),
   ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +

@@ -11,6 +11,7 @@ import {
   type TokenUsageEvent,
 } from '../../contracts';
 import { ModelRefusedException } from '../http/api-error';
+import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import type {
   AcceptedResponse,
   ClearedResponse,
@@ -44,7 +45,9 @@ export class AgentApiService {
     const settled = this.agent.handleMessage(message);
     if (wait) return mapSettlement(await settled);
     settled.catch((error: unknown) =>
-      this.logger.warn(`Input for session ${message.sessionId} was refused: ${String(error)}`),
+      this.logger.warn(
+        `Input for session ${escapeForLog(message.sessionId)} was refused: ${errorForLog(error)}`,
+      ),
     );
     return { accepted: true };
   }

@@ -16,7 +16,7 @@ import {
   type ValidationOptions,
 } from 'class-validator';
 import type { Actor, MessageAttachment, ModelRef } from '../../contracts';
-import { MAX_ID_LENGTH } from '../http/validation';
+import { MAX_ID_LENGTH, NoControlChars } from '../http/validation';
 
 /** Longest `reason` of an abort or a clear. */
 export const MAX_REASON_LENGTH = 1000;
@@ -25,12 +25,16 @@ export const MAX_ATTACHMENTS = 32;
 /** Most session ids of one clear. */
 export const MAX_CLEAR_IDS = 1000;
 
-/** A non-blank string of at most `MAX_ID_LENGTH` characters (ids, names). */
+/**
+ * A non-blank string of at most `maxLength` characters without control characters (ids,
+ * names): they reach logs, rooms and stores, where a newline or an ESC would forge or corrupt.
+ */
 export const IsIdentifier = (options: ValidationOptions = {}) =>
   applyDecorators(
     IsString(options),
     MaxLength(MAX_ID_LENGTH, options),
     Matches(/\S/, { ...options, message: '$property must not be blank' }),
+    NoControlChars(options),
   );
 
 /** Who authorised a system-originated message (contract H5). */
@@ -121,6 +125,7 @@ export class MessageDto {
   @IsOptional()
   @IsString()
   @MaxLength(64)
+  @NoControlChars()
   sessionKind?: string;
 }
 

@@ -13,6 +13,8 @@ import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
 import { toErrorBody, type ErrorBody } from '../http/api-error';
+import { logFailure } from '../http/api-exception.filter';
+import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
 import {
   AGENT_NAMESPACE,
@@ -114,7 +116,9 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
       const rooms = this.namespace.to([sessionRoom(sessionId), ALL_SESSIONS_ROOM]);
       (rooms.emit as (event: E, payload: ServerEventPayload<E>) => boolean)(event, payload);
     } catch (error) {
-      this.logger.warn(`Could not send ${event} for session ${sessionId}: ${String(error)}`);
+      this.logger.warn(
+        `Could not send ${event} for session ${escapeForLog(sessionId)}: ${errorForLog(error)}`,
+      );
     }
   }
 
@@ -124,7 +128,7 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
       return await work();
     } catch (error) {
       const body = toErrorBody(error);
-      if (body.statusCode >= 500) this.logger.error(`Socket handler failed: ${String(error)}`);
+      logFailure(this.logger, 'Socket handler', error, body.statusCode);
       return body;
     }
   }

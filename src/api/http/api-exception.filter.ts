@@ -1,14 +1,20 @@
 import { Catch, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
-import { toErrorBody } from './api-error';
+import { StoreUnavailableError } from '../../contracts';
+import { retryAfterOf, toErrorBody } from './api-error';
 import { errorForLog, escapeForLog } from './escape-for-log';
 import type { HttpResponse } from './http-types';
 
 /**
- * Logs what a failed request or socket event says about the server: anything unexpected as an
- * error with its stack. Messages may carry user values, so they are escaped; the stack frames
- * are code paths.
+ * Logs what a failed request or socket event says about the server: an unavailable store as
+ * a warning with the driver's error (its cause), anything unexpected as an error with its
+ * stack. Messages may carry user values, so they are escaped; the stack frames are code paths.
  */
 export function logFailure(logger: Logger, where: string, exception: unknown, status: number) {
+  if (exception instanceof StoreUnavailableError) {
+    const cause = (exception as { cause?: unknown }).cause;
+    logger.warn(`${where}: ${exception.message}${cause ? `: ${errorForLog(cause)}` : ''}`);
+    return;
+  }
   if (status < 500) return;
   logger.error(`${where}: unhandled ${errorForLog(exception)}${framesOf(exception)}`);
 }
@@ -26,8 +32,9 @@ function framesOf(exception: unknown): string {
 
 /**
  * Answers every HTTP error in one JSON shape (`ErrorBody`): validation, auth, rate limits,
- * body-parser failures (malformed JSON 400, oversized 413), agent errors, and anything
- * unexpected as a logged 500 without internals. Socket handlers ack their own errors.
+ * body-parser failures (malformed JSON 400, oversized 413), agent errors, an unavailable store
+ * (503 with `Retry-After`), and anything unexpected as a logged 500 without internals. Socket
+ * handlers ack their own errors.
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
@@ -48,6 +55,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
       response.end();
       return;
     }
+    const retryAfter = retryAfterOf(exception);
+    if (retryAfter !== undefined) response.setHeader('Retry-After', retryAfter);
     response.status(body.statusCode).json(body);
   }
 }

@@ -12,7 +12,7 @@ import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
-import { toErrorBody, type ErrorBody } from '../http/api-error';
+import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
 import { logFailure } from '../http/api-exception.filter';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
@@ -122,14 +122,18 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
     }
   }
 
-  /** Runs a handler; anything it throws is acked in the error shape, never left unanswered. */
+  /**
+   * Runs a handler; anything it throws is acked in the error shape (with `retryAfter` when a
+   * retry helps, e.g. an unavailable store), never left unanswered.
+   */
   private async guarded<T>(work: () => Promise<T>): Promise<T | ErrorBody> {
     try {
       return await work();
     } catch (error) {
       const body = toErrorBody(error);
       logFailure(this.logger, 'Socket handler', error, body.statusCode);
-      return body;
+      const retryAfter = retryAfterOf(error);
+      return retryAfter === undefined ? body : { ...body, retryAfter };
     }
   }
 }

@@ -78,7 +78,7 @@ describe('REST API (README: REST API)', () => {
       });
     });
 
-    it('?wait=true answers { settled: "dropped" } for an input dropped by abort { queued: true }', async () => {
+    it('?wait=true answers { settled: "dropped", reason } for an input dropped by abort { queued: true }', async () => {
       a.server.enqueue({ text: 'first part and more', chunks: 2, hold: true });
       const called = a.nextModelCall();
       const first = postAndWait({ sessionId: 'post-drop', content: 'one' });
@@ -102,7 +102,7 @@ describe('REST API (README: REST API)', () => {
         .send({ queued: true, reason: 'test' });
 
       expect(abort.body).toEqual({ stopped: true });
-      expect((await second).body).toEqual({ settled: 'dropped' });
+      expect((await second).body).toEqual({ settled: 'dropped', reason: 'aborted' });
       expect((await first).body).toMatchObject({ settled: 'turn', outcome: 'aborted' });
     });
   });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { EventEmitter2 } from '@nestjs/event-emitter';
-import { Test } from '@nestjs/testing';
+import { Test, type TestingModuleBuilder } from '@nestjs/testing';
 import { io, type Socket as ClientSocket } from 'socket.io-client';
 import request from 'supertest';
 import {
@@ -36,6 +36,8 @@ export interface ApiAppOptions {
   api?: Omit<ApiModuleOptions, 'adminToken'>;
   /** Extra environment for `AppModule` (read once while compiling). */
   env?: Record<string, string | undefined>;
+  /** Changes the testing module before it compiles (e.g. `overrideProvider` of a store). */
+  override?: (builder: TestingModuleBuilder) => TestingModuleBuilder;
 }
 
 /**
@@ -79,14 +81,14 @@ export class ApiApp {
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
     assignEnv(env);
     try {
-      const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
+      const builder = Test.createTestingModule({ imports: [AppModule] })
         .overrideProvider(API_MODULE_OPTIONS)
         .useValue({
           adminToken: TEST_TOKEN,
           rateLimits: { public: UNLIMITED, admin: UNLIMITED },
           ...options.api,
-        } satisfies ApiModuleOptions)
-        .compile();
+        } satisfies ApiModuleOptions);
+      const moduleRef = await (options.override?.(builder) ?? builder).compile();
       const app = moduleRef.createNestApplication({ bodyParser: false, logger: false });
       setupApi(app);
       await app.listen(0, '127.0.0.1');

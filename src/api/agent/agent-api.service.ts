@@ -4,6 +4,7 @@ import {
   HistoryStore,
   ModelNotFoundError,
   SessionNotFoundError,
+  StoreUnavailableError,
   type AbortOptions,
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
@@ -11,6 +12,7 @@ import {
   type TokenUsageEvent,
 } from '../../contracts';
 import { ModelRefusedException } from '../http/api-error';
+import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import type {
   AcceptedResponse,
   ClearedResponse,
@@ -18,7 +20,7 @@ import type {
   QueueResponse,
   SettledResponse,
 } from './agent-response.dto';
-import { mapSettlement } from './agent.mapping';
+import { mapSettlement, refusalOf } from './agent.mapping';
 
 /**
  * What the REST routes and socket events do, one method each, over `AgentService` and the
@@ -35,16 +37,24 @@ export class AgentApiService {
 
   /**
    * Hands an input to the agent. Without `wait` it answers at once and the settlement runs on
-   * (its rejection is logged, never unhandled); with `wait` it answers with the settlement.
+   * (its rejection is logged, never unhandled); with `wait` it answers with the settlement, or
+   * throws `InputRefusedException` (429 / 503) for an input the agent could not take now.
    */
   async submit(
     message: IncomingMessage,
     wait: boolean,
   ): Promise<AcceptedResponse | SettledResponse> {
     const settled = this.agent.handleMessage(message);
-    if (wait) return mapSettlement(await settled);
+    if (wait) {
+      const settlement = await settled;
+      const refusal = refusalOf(settlement);
+      if (refusal) throw refusal;
+      return mapSettlement(settlement);
+    }
     settled.catch((error: unknown) =>
-      this.logger.warn(`Input for session ${message.sessionId} was refused: ${String(error)}`),
+      this.logger.warn(
+        `Input for session ${escapeForLog(message.sessionId)} was refused: ${errorForLog(error)}`,
+      ),
     );
     return { accepted: true };
   }
@@ -55,15 +65,26 @@ export class AgentApiService {
   }
 
   /**
-   * S6: assigns the session's model. `SessionNotFoundError` (404) and `ModelNotFoundError` (422)
-   * pass through; any other failure is the store refusing the write (422).
+   * S6: assigns the session's model. `SessionNotFoundError` (404), `ModelNotFoundError` (422)
+   * and `StoreUnavailableError` (503) pass through; any other failure is the store refusing the
+   * write (422 in a plain sentence: the store's own text may name its internals, so it is only
+   * logged).
    */
   async assignModel(sessionId: string, model: ModelRef): Promise<void> {
     try {
       await this.agent.assignModel(sessionId, model);
     } catch (error) {
-      if (error instanceof SessionNotFoundError || error instanceof ModelNotFoundError) throw error;
-      throw new ModelRefusedException((error as Error)?.message ?? String(error));
+      if (
+        error instanceof SessionNotFoundError ||
+        error instanceof ModelNotFoundError ||
+        error instanceof StoreUnavailableError
+      ) {
+        throw error;
+      }
+      this.logger.warn(
+        `Model assignment of session ${escapeForLog(sessionId)} failed: ${errorForLog(error)}`,
+      );
+      throw new ModelRefusedException();
     }
   }
 

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import type {
+  DropReason,
   IncomingMessage,
   Message,
   Settlement,
@@ -14,6 +15,18 @@ export class AcceptedResponse {
 }
 
 const OUTCOMES: TurnOutcome[] = ['replied', 'silent', 'aborted', 'error'];
+// A record, so that a reason added to the contract fails the typecheck until it is listed.
+const DROP_REASONS = Object.keys({
+  aborted: 1,
+  cleared: 1,
+  deleted: 1,
+  shutdown: 1,
+  'stale-generation': 1,
+  blocked: 1,
+  failed: 1,
+  'queue-full': 1,
+  'store-unavailable': 1,
+} satisfies Record<DropReason, 1>) as DropReason[];
 
 /** `200` of `POST /agent/messages?wait=true`: how the input was settled (contract S1). */
 export class SettledResponse {
@@ -26,8 +39,18 @@ export class SettledResponse {
   @ApiPropertyOptional({ enum: OUTCOMES })
   outcome?: TurnOutcome;
 
-  @ApiPropertyOptional()
+  @ApiPropertyOptional({ description: 'The reply sent, on outcome `replied`' })
   reply?: string;
+
+  @ApiPropertyOptional({ description: 'The one-sentence notice sent, on outcome `error`' })
+  error?: string;
+
+  @ApiPropertyOptional({
+    enum: DROP_REASONS,
+    description:
+      'Why the input was dropped, on `dropped` (`queue-full` answers 429, `store-unavailable` 503)',
+  })
+  reason?: DropReason;
 }
 
 /** `200` of an abort. */
@@ -86,4 +109,9 @@ export class ErrorResponse {
     description: 'Failing fields (400)',
   })
   fields?: Record<string, string[]>;
+  @ApiPropertyOptional({
+    enum: ['queue-full', 'store-unavailable'],
+    description: 'Why a `?wait=true` input was dropped (429, 503)',
+  })
+  reason?: DropReason;
 }

@@ -16,7 +16,7 @@ import {
   type ValidationOptions,
 } from 'class-validator';
 import type { Actor, MessageAttachment, ModelRef } from '../../contracts';
-import { MAX_ID_LENGTH } from '../http/validation';
+import { MAX_ID_LENGTH, NoControlChars } from '../http/validation';
 
 /** Longest `reason` of an abort or a clear. */
 export const MAX_REASON_LENGTH = 1000;
@@ -24,13 +24,19 @@ export const MAX_REASON_LENGTH = 1000;
 export const MAX_ATTACHMENTS = 32;
 /** Most session ids of one clear. */
 export const MAX_CLEAR_IDS = 1000;
+/** Longest `id` of an input. */
+export const MAX_INPUT_ID_LENGTH = 200;
 
-/** A non-blank string of at most `MAX_ID_LENGTH` characters (ids, names). */
-export const IsIdentifier = (options: ValidationOptions = {}) =>
+/**
+ * A non-blank string of at most `maxLength` characters without control characters (ids,
+ * names): they reach logs, rooms and stores, where a newline or an ESC would forge or corrupt.
+ */
+export const IsIdentifier = (options: ValidationOptions = {}, maxLength = MAX_ID_LENGTH) =>
   applyDecorators(
     IsString(options),
-    MaxLength(MAX_ID_LENGTH, options),
+    MaxLength(maxLength, options),
     Matches(/\S/, { ...options, message: '$property must not be blank' }),
+    NoControlChars(options),
   );
 
 /** Who authorised a system-originated message (contract H5). */
@@ -75,6 +81,14 @@ export class AttachmentDto implements MessageAttachment {
 
 /** Body of `POST /agent/messages` and of the socket `message` event: an `IncomingMessage`. */
 export class MessageDto {
+  @ApiPropertyOptional({
+    maxLength: MAX_INPUT_ID_LENGTH,
+    description: 'The input id: a repeated delivery with the same id settles once',
+  })
+  @IsOptional()
+  @IsIdentifier({}, MAX_INPUT_ID_LENGTH)
+  id?: string;
+
   @ApiProperty({ maxLength: MAX_ID_LENGTH, example: 'web:alice' })
   @IsIdentifier()
   sessionId!: string;
@@ -121,6 +135,7 @@ export class MessageDto {
   @IsOptional()
   @IsString()
   @MaxLength(64)
+  @NoControlChars()
   sessionKind?: string;
 }
 

@@ -6,6 +6,7 @@ import type {
   ModelRef,
   Settlement,
 } from '../../contracts';
+import { InputRefusedException } from '../http/api-error';
 import type { SettledResponse } from './agent-response.dto';
 import type { AbortDto, MessageDto, ModelRefDto } from './agent.dto';
 
@@ -17,6 +18,7 @@ function defined<T extends object>(value: T): T {
 /** A validated message body -> the agent's `IncomingMessage` (plain objects only). */
 export function mapIncomingMessage(dto: MessageDto): IncomingMessage {
   return defined<IncomingMessage>({
+    id: dto.id,
     sessionId: dto.sessionId,
     content: dto.content,
     userId: dto.userId,
@@ -35,15 +37,33 @@ export function mapIncomingMessage(dto: MessageDto): IncomingMessage {
   });
 }
 
-/** A settlement -> the `?wait=true` answer. */
+/**
+ * A settlement -> the `?wait=true` answer: the turn's outcome with its `reply` or `error`
+ * notice, or why the input was dropped.
+ */
 export function mapSettlement(settlement: Settlement): SettledResponse {
+  if (settlement.settled === 'dropped') return { settled: 'dropped', reason: settlement.reason };
   if (settlement.settled !== 'turn') return { settled: settlement.settled };
   return defined<SettledResponse>({
     settled: 'turn',
     turnId: settlement.turnId,
     outcome: settlement.outcome,
     reply: settlement.reply,
+    error: settlement.error,
   });
+}
+
+/**
+ * The error a settlement is answered with instead of `200`, if any: an input dropped because
+ * the agent could not take it now (its session's waiting list full: 429; a store unavailable:
+ * 503), which the caller should send again later. Every other settlement is a `200`.
+ */
+export function refusalOf(settlement: Settlement): InputRefusedException | undefined {
+  if (settlement.settled !== 'dropped') return undefined;
+  const { reason } = settlement;
+  return reason === 'queue-full' || reason === 'store-unavailable'
+    ? new InputRefusedException(reason)
+    : undefined;
 }
 
 /** An abort body -> the agent's options, `by` being the authenticated caller. */

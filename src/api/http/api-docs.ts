@@ -2,6 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
   ApiPayloadTooLargeResponse,
+  ApiServiceUnavailableResponse,
   ApiTooManyRequestsResponse,
   ApiUnauthorizedResponse,
   DocumentBuilder,
@@ -15,7 +16,14 @@ export const ApiErrorResponses = () =>
     ApiBadRequestResponse({ type: ErrorResponse, description: 'Invalid body (fields named)' }),
     ApiUnauthorizedResponse({ type: ErrorResponse, description: 'Missing or wrong admin token' }),
     ApiPayloadTooLargeResponse({ type: ErrorResponse, description: 'Body too large' }),
-    ApiTooManyRequestsResponse({ type: ErrorResponse, description: 'Rate limited' }),
+    ApiTooManyRequestsResponse({
+      type: ErrorResponse,
+      description: 'Rate limited, or (`?wait=true`) the session waiting list full: `Retry-After`',
+    }),
+    ApiServiceUnavailableResponse({
+      type: ErrorResponse,
+      description: 'A store is unavailable (the store named): `Retry-After`',
+    }),
   );
 
 /** The OpenAPI document's header; routes and schemas come from the controllers and DTOs. */

@@ -1,7 +1,13 @@
 import { STATUS_CODES } from 'node:http';
 import { BadRequestException, HttpException, HttpStatus } from '@nestjs/common';
 import type { ValidationError } from 'class-validator';
-import { InvalidInputError, ModelNotFoundError, SessionNotFoundError } from '../../contracts';
+import {
+  InvalidInputError,
+  ModelNotFoundError,
+  SessionNotFoundError,
+  StoreUnavailableError,
+  type DropReason,
+} from '../../contracts';
 
 /** Failing fields of a 400: dotted path (`attachments.0.kind`) -> what is wrong with it. */
 export type FieldErrors = Record<string, string[]>;
@@ -14,7 +20,19 @@ export interface ErrorBody {
   message: string;
   /** Set on validation failures. */
   fields?: FieldErrors;
+  /** Why the input was dropped, on the `429` / `503` answer of a dropped `?wait=true` input. */
+  reason?: DropReason;
+  /**
+   * Seconds to wait before retrying, on Socket.IO acks of `429` / `503` (HTTP answers carry the
+   * `Retry-After` header instead).
+   */
+  retryAfter?: number;
 }
+
+/** `Retry-After` of a `503` for an unavailable store: long enough for a reconnect. */
+export const STORE_RETRY_AFTER_S = 5;
+/** `Retry-After` of a `429` for a full waiting list: about one turn's progress. */
+export const QUEUE_FULL_RETRY_AFTER_S = 2;
 
 /** A body, query, parameter or socket payload failed validation (400, fields named). */
 export class ValidationFailedException extends BadRequestException {
@@ -23,10 +41,35 @@ export class ValidationFailedException extends BadRequestException {
   }
 }
 
-/** `assignModel` refused the write (422). */
+/**
+ * `assignModel` failed for another reason than a missing session, an unknown model or an
+ * unavailable store (422). A fixed sentence: the store's own text stays in the log.
+ */
 export class ModelRefusedException extends HttpException {
-  constructor(reason: string) {
-    super(`The model could not be assigned: ${reason}`, HttpStatus.UNPROCESSABLE_ENTITY);
+  constructor() {
+    super(
+      'The model could not be assigned: the session store refused the change',
+      HttpStatus.UNPROCESSABLE_ENTITY,
+    );
+  }
+}
+
+/**
+ * A `?wait=true` input the agent dropped because it could not take it now: its session's
+ * waiting list is full (429) or a store is unavailable (503). Both say when to retry.
+ */
+export class InputRefusedException extends HttpException {
+  readonly retryAfterSeconds: number;
+
+  constructor(readonly reason: Extract<DropReason, 'queue-full' | 'store-unavailable'>) {
+    const full = reason === 'queue-full';
+    super(
+      full
+        ? "The session's waiting list is full: retry later"
+        : 'The input could not be stored: a store is unavailable, retry later',
+      full ? HttpStatus.TOO_MANY_REQUESTS : HttpStatus.SERVICE_UNAVAILABLE,
+    );
+    this.retryAfterSeconds = full ? QUEUE_FULL_RETRY_AFTER_S : STORE_RETRY_AFTER_S;
   }
 }
 
@@ -55,6 +98,7 @@ function explain(message: string, key: string): string {
     : message;
 }
 
+/** An error body of that status (the status text filled in). */
 export const bodyOf = (statusCode: number, message: string, fields?: FieldErrors): ErrorBody => ({
   statusCode,
   error: STATUS_CODES[statusCode] ?? 'Error',
@@ -92,6 +136,9 @@ export function toErrorBody(exception: unknown): ErrorBody {
   if (exception instanceof ValidationFailedException) {
     return bodyOf(400, exception.message, exception.fields);
   }
+  if (exception instanceof InputRefusedException) {
+    return { ...bodyOf(exception.getStatus(), exception.message), reason: exception.reason };
+  }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
     if (status === 429) return bodyOf(429, 'Too many requests, slow down');
@@ -102,7 +149,20 @@ export function toErrorBody(exception: unknown): ErrorBody {
   }
   if (exception instanceof SessionNotFoundError) return bodyOf(404, exception.message);
   if (exception instanceof ModelNotFoundError) return bodyOf(422, exception.message);
+  // Its message names the store in plain words; the driver's text is only in its cause.
+  if (exception instanceof StoreUnavailableError) return bodyOf(503, exception.message);
   const client = clientErrorOf(exception);
   if (client) return bodyOf(client.status, client.message);
   return bodyOf(500, 'Internal server error');
+}
+
+/**
+ * Seconds after which a refused request may be retried, for the `Retry-After` header (or the
+ * `retryAfter` of a socket ack); `undefined` when retrying would not help. Rate limits set
+ * their own header in the throttler guard.
+ */
+export function retryAfterOf(exception: unknown): number | undefined {
+  if (exception instanceof InputRefusedException) return exception.retryAfterSeconds;
+  if (exception instanceof StoreUnavailableError) return STORE_RETRY_AFTER_S;
+  return undefined;
 }

@@ -6,10 +6,40 @@ import {
   type Type,
   type ValidationPipeOptions,
 } from '@nestjs/common';
+import { ValidateBy, buildMessage, type ValidationOptions } from 'class-validator';
 import { ValidationFailedException, fieldErrorsOf, toErrorBody, type ErrorBody } from './api-error';
 
 /** Longest session id, turn id, provider or model name accepted. */
 export const MAX_ID_LENGTH = 256;
+
+/**
+ * Whether a string holds a control character: C0 (below 0x20: `\n`, ESC, NUL, ...), DEL or C1
+ * (0x7F-0x9F). Ids and names travel into logs, terminals, file and room names and other
+ * systems, where such characters forge lines or act as commands; no real id needs them.
+ */
+export function hasControlChars(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
+  }
+  return false;
+}
+
+/** class-validator: a string without control characters (see {@link hasControlChars}). */
+export const NoControlChars = (options?: ValidationOptions): PropertyDecorator =>
+  ValidateBy(
+    {
+      name: 'noControlChars',
+      validator: {
+        validate: (value: unknown) => typeof value !== 'string' || !hasControlChars(value),
+        defaultMessage: buildMessage(
+          (each) => `${each}$property must not contain control characters`,
+          options,
+        ),
+      },
+    },
+    options,
+  );
 
 /**
  * One validation policy for bodies, queries and socket payloads: whitelist, unknown fields
@@ -91,20 +121,28 @@ export async function validatePayload<T extends object>(
   }
 }
 
-/** Whether a session id is acceptable: a non-blank string of at most `MAX_ID_LENGTH`. */
+/**
+ * Whether a session id is acceptable: a non-blank string of at most `MAX_ID_LENGTH`, without
+ * control characters.
+ */
 export function isSessionId(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= MAX_ID_LENGTH && /\S/.test(value);
+  return (
+    typeof value === 'string' &&
+    value.length <= MAX_ID_LENGTH &&
+    /\S/.test(value) &&
+    !hasControlChars(value)
+  );
 }
 
 /** Validates the `:sessionId` path parameter (400 naming `sessionId`). */
 @Injectable()
 export class SessionIdPipe implements PipeTransform<unknown, string> {
   transform(value: unknown): string {
-    if (!isSessionId(value)) {
-      throw new ValidationFailedException({
-        sessionId: [`sessionId must be a non-blank string of at most ${MAX_ID_LENGTH} characters`],
-      });
-    }
-    return value;
+    if (isSessionId(value)) return value;
+    const problem =
+      typeof value === 'string' && hasControlChars(value)
+        ? 'sessionId must not contain control characters'
+        : `sessionId must be a non-blank string of at most ${MAX_ID_LENGTH} characters`;
+    throw new ValidationFailedException({ sessionId: [problem] });
   }
 }

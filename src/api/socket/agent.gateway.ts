@@ -12,7 +12,9 @@ import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
-import { toErrorBody, type ErrorBody } from '../http/api-error';
+import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
+import { logFailure } from '../http/api-exception.filter';
+import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
 import {
   AGENT_NAMESPACE,
@@ -114,18 +116,24 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
       const rooms = this.namespace.to([sessionRoom(sessionId), ALL_SESSIONS_ROOM]);
       (rooms.emit as (event: E, payload: ServerEventPayload<E>) => boolean)(event, payload);
     } catch (error) {
-      this.logger.warn(`Could not send ${event} for session ${sessionId}: ${String(error)}`);
+      this.logger.warn(
+        `Could not send ${event} for session ${escapeForLog(sessionId)}: ${errorForLog(error)}`,
+      );
     }
   }
 
-  /** Runs a handler; anything it throws is acked in the error shape, never left unanswered. */
+  /**
+   * Runs a handler; anything it throws is acked in the error shape (with `retryAfter` when a
+   * retry helps, e.g. an unavailable store), never left unanswered.
+   */
   private async guarded<T>(work: () => Promise<T>): Promise<T | ErrorBody> {
     try {
       return await work();
     } catch (error) {
       const body = toErrorBody(error);
-      if (body.statusCode >= 500) this.logger.error(`Socket handler failed: ${String(error)}`);
-      return body;
+      logFailure(this.logger, 'Socket handler', error, body.statusCode);
+      const retryAfter = retryAfterOf(error);
+      return retryAfter === undefined ? body : { ...body, retryAfter };
     }
   }
 }

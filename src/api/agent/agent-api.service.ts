@@ -44,6 +44,11 @@ export class AgentApiService {
     message: IncomingMessage,
     wait: boolean,
   ): Promise<AcceptedResponse | SettledResponse> {
+    // Without `wait` the answer comes before the settlement: a full waiting list is refused here
+    // (429), as the agent would drop the input at once.
+    if (!wait && this.agent.isQueueFull(message.sessionId)) {
+      throw refusalOf({ settled: 'dropped', reason: 'queue-full' })!;
+    }
     const settled = this.agent.handleMessage(message);
     if (wait) {
       const settlement = await settled;

@@ -1,0 +1,30 @@
+import { ApiApp } from '../support/api-app';
+
+/** A session's waiting list is bounded (hardening): past `AGENT_MAX_WAITING` REST answers 429. */
+describe('REST: a full waiting list', () => {
+  let a: ApiApp;
+  afterEach(() => a?.close());
+
+  it('S8: past AGENT_MAX_WAITING a new input gets 429 with Retry-After, with and without wait', async () => {
+    a = await ApiApp.start({ env: { AGENT_MAX_WAITING: '1' } });
+    a.server.enqueue({ text: 'held', hold: true });
+    const post = (content: string, wait = false) =>
+      a
+        .http()
+        .post(`/agent/messages${wait ? '?wait=true' : ''}`)
+        .set(a.auth)
+        .send({ sessionId: 's', content, source: 'job' });
+    expect((await post('running')).status).toBe(202);
+    await a.server.nextRequest();
+    expect((await post('waits')).status).toBe(202);
+
+    const refused = await post('one too many');
+    const waited = await post('one too many, waiting', true);
+
+    for (const res of [refused, waited]) {
+      expect(res.status).toBe(429);
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    a.server.release();
+  });
+});

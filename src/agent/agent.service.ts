@@ -7,6 +7,7 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
+  escapeForLog,
   ModelNotFoundError,
   WorkDispatcher,
   type AbortOptions,
@@ -68,7 +69,9 @@ export class AgentService
       this.events.on('session:deleted', ({ sessionId }) => this.onSessionDeleted(sessionId)),
       this.events.on('token:request', ({ sessionId }) =>
         this.requestUsage(sessionId).catch((error: unknown) =>
-          this.logger.debug(`token:request for ${sessionId} failed: ${String(error)}`),
+          this.logger.debug(
+            `token:request for ${escapeForLog(sessionId)} failed: ${String(error)}`,
+          ),
         ),
       ),
     );
@@ -92,7 +95,7 @@ export class AgentService
     const running = this.dispatcher.view.runningTurn(sessionId);
     const stopping = running !== undefined && (options.turnId ?? running) === running;
     this.abortAsync(sessionId, options).catch((error: unknown) =>
-      this.logger.error(`Abort of session ${sessionId} failed: ${String(error)}`),
+      this.logger.error(`Abort of session ${escapeForLog(sessionId)} failed: ${String(error)}`),
     );
     return stopping;
   }

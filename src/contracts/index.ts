@@ -10,3 +10,4 @@ export * from './events';
 export * from './errors';
 export * from './dispatch';
 export * from './text-policy';
+export * from './log-escape';

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { ControlKinds, WellKnownMetadataKeys as K, type Settlement } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
 
@@ -134,5 +135,28 @@ describe('turn limits and idle openers', () => {
     const contents = (await h.stored('s')).map((m) => m.content);
     expect(contents).toContain('job');
     expect(contents).not.toContain('idle');
+  });
+
+  it('S3: what users wrote reaches the log escaped: a forged line in a reason or a session id stays on one line', async () => {
+    const logged: string[] = [];
+    const spy = jest.spyOn(Logger.prototype, 'log').mockImplementation((message: unknown) => {
+      logged.push(String(message));
+    });
+    try {
+      h = await AgentHarness.start();
+      h.server.enqueue({ text: 'never', hold: true });
+      const sessionId = 'evil\nINFO forged line';
+      const running = h.agent.handleMessage({ sessionId, content: 'hi' });
+      await h.server.nextRequest();
+      h.agent.abort(sessionId, { reason: 'stop\u001b[31m\nERROR forged' });
+      await running;
+    } finally {
+      spy.mockRestore();
+    }
+    const line = logged.find((l) => l.includes('ended aborted'));
+    expect(line).toBeDefined();
+    expect(line).not.toMatch(/\n|\u001b/);
+    expect(line).toContain('"evil\\nINFO forged line"');
+    expect(line).toContain('(reason: "stop\\u001b[31m\\nERROR forged")');
   });
 });

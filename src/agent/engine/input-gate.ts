@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Logger } from '@nestjs/common';
 import {
+  escapeForLog,
   InvalidInputError,
   normaliseDeep,
   StoreUnavailableError,
@@ -122,7 +123,9 @@ export class InputGate {
     };
     const done = this.ports.instrumentation.input(info, () =>
       run().catch((error: unknown) => {
-        this.logger.error(`Input for session ${message.sessionId} failed: ${describeError(error)}`);
+        this.logger.error(
+          `Input for session ${escapeForLog(message.sessionId)} failed: ${describeError(error)}`,
+        );
         return this.drop(message, dropReasonOf(error), false);
       }),
     );
@@ -160,7 +163,7 @@ export class InputGate {
     } catch (error) {
       if (settled) return settled;
       this.logger.error(
-        `agent:input:before failed for session ${sessionId}: ${describeError(error)}`,
+        `agent:input:before failed for session ${escapeForLog(sessionId)}: ${describeError(error)}`,
       );
       if (error instanceof StoreUnavailableError) {
         return this.drop(ctx.message, 'store-unavailable', false);

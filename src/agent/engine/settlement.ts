@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { IncomingMessage, Settlement } from '../../contracts';
+import { escapeForLog, type IncomingMessage, type Settlement } from '../../contracts';
 import { Deferred } from './deferred';
 import type { EnginePorts } from './ports';
 import type { PendingInput } from './turn';
@@ -30,7 +30,9 @@ export function settleInput(
       ports.inbox
         .settle([id], settlement)
         .catch((error: unknown) =>
-          logger.error(`Could not record the settlement of input ${id}: ${String(error)}`),
+          logger.error(
+            `Could not record the settlement of input ${escapeForLog(id)}: ${String(error)}`,
+          ),
         );
     }
   }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { TurnAfterContext, TurnEnd } from '../../contracts';
+import { escapeForLog, type TurnAfterContext, type TurnEnd } from '../../contracts';
 import type { TurnConclusion } from '../instrumentation';
 import {
   closeUnanswered,
@@ -82,7 +82,9 @@ export class TurnRunner {
     }
     if (!end) {
       endStream(this.ports, state);
-      this.logger.log(`turn ${turn.id} session ${turn.sessionId} blocked by agent:turn:before`);
+      this.logger.log(
+        `turn ${turn.id} session ${escapeForLog(turn.sessionId)} blocked by agent:turn:before`,
+      );
     }
     return end;
   }
@@ -137,7 +139,9 @@ export class TurnRunner {
     if (state.turn.signal.aborted) return { turnId, outcome: 'aborted' };
     // The log gets the whole story (a store's driver text is its error's cause); the session
     // gets one sentence in plain words.
-    this.warn(`turn ${turnId} session ${state.sessionId} failed: ${describeError(error)}`);
+    this.warn(
+      `turn ${turnId} session ${escapeForLog(state.sessionId)} failed: ${describeError(error)}`,
+    );
     return { turnId, outcome: 'error', error: errorNotice(error) };
   }
 
@@ -173,8 +177,10 @@ export class TurnRunner {
         this.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
       );
     ports.events.emit('agent:turn:end', { sessionId: turn.sessionId, ...end });
-    const reason = turn.stop?.reason ? ` (reason: ${turn.stop.reason})` : '';
-    this.logger.log(`turn ${turn.id} session ${turn.sessionId} ended ${end.outcome}${reason}`);
+    const reason = turn.stop?.reason ? ` (reason: ${escapeForLog(turn.stop.reason)})` : '';
+    this.logger.log(
+      `turn ${turn.id} session ${escapeForLog(turn.sessionId)} ended ${end.outcome}${reason}`,
+    );
     return end;
   }
 }

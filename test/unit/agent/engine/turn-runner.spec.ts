@@ -425,7 +425,7 @@ describe('TurnRunner', () => {
       );
       expect(streamEnds()).toHaveLength(1);
       expect(logger.log).toHaveBeenCalledWith(
-        expect.stringContaining('ended aborted (reason: took too long)'),
+        expect.stringContaining('ended aborted (reason: "took too long")'),
       );
     });
 

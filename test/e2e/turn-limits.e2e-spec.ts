@@ -155,7 +155,7 @@ describe('turn limits and idle openers', () => {
     }
     const line = logged.find((l) => l.includes('ended aborted'));
     expect(line).toBeDefined();
-    expect(line).not.toMatch(/\n|\u001b/);
+    expect([line!.includes('\n'), line!.includes('\u001b')]).toEqual([false, false]);
     expect(line).toContain('"evil\\nINFO forged line"');
     expect(line).toContain('(reason: "stop\\u001b[31m\\nERROR forged")');
   });

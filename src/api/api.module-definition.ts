@@ -1,4 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { byteSizeOf } from './http/byte-size';
 
 /** A fixed-window rate limit per client address. */
 export interface RateLimit {
@@ -15,13 +16,18 @@ export interface ApiModuleOptions {
    * characters). Compared in constant time.
    */
   adminToken: string;
-  /** Largest accepted JSON body (bytes, or a `bytes` string such as `'2mb'`). @default '2mb' */
+  /**
+   * Largest accepted JSON body (bytes, or a `bytes` string such as `'2mb'`); also the largest
+   * Socket.IO event payload. @default '2mb'
+   */
   bodyLimit?: number | string;
   /**
    * Rate limits per client address. `public`: `/health`, `/metrics`, `/docs`; `admin`: the
-   * `/agent` routes. @default public 120 per minute, admin 1200 per minute
+   * `/agent` routes with the right token, Socket.IO handshakes with it and Socket.IO events;
+   * `auth`: requests and handshakes with a wrong or missing token (past it they get 429; the
+   * right token is never held by it). @default public 120, admin 1200, auth 20 per minute
    */
-  rateLimits?: { public?: RateLimit; admin?: RateLimit };
+  rateLimits?: { public?: RateLimit; admin?: RateLimit; auth?: RateLimit };
   /**
    * Milliseconds the shutdown waits for open HTTP requests (a `?wait=true` answer, say) to
    * finish after the agent has drained. @default 15000
@@ -32,8 +38,9 @@ export interface ApiModuleOptions {
 /** Options with defaults applied. */
 export interface ResolvedApiOptions {
   adminToken: string;
-  bodyLimit: number | string;
-  rateLimits: { public: RateLimit; admin: RateLimit };
+  /** `bodyLimit` in bytes. */
+  bodyLimit: number;
+  rateLimits: { public: RateLimit; admin: RateLimit; auth: RateLimit };
   shutdownGraceMs: number;
 }
 
@@ -43,6 +50,7 @@ export const API_OPTION_DEFAULTS = {
   rateLimits: {
     public: { limit: 120, ttlMs: 60_000 },
     admin: { limit: 1200, ttlMs: 60_000 },
+    auth: { limit: 20, ttlMs: 60_000 },
   },
   shutdownGraceMs: 15_000,
 } as const;
@@ -70,15 +78,29 @@ export class ApiOptionsError extends Error {
   }
 }
 
+function positiveInteger(name: string, value: unknown): number {
+  if (!Number.isInteger(value) || (value as number) < 1) {
+    throw new ApiOptionsError(`ApiModule ${name} must be a positive integer`);
+  }
+  return value as number;
+}
+
 function rateLimit(name: string, given: RateLimit | undefined, fallback: RateLimit): RateLimit {
   const value = given ?? fallback;
-  if (!Number.isInteger(value.limit) || value.limit < 1) {
-    throw new ApiOptionsError(`ApiModule rateLimits.${name}.limit must be a positive integer`);
+  return {
+    limit: positiveInteger(`rateLimits.${name}.limit`, value.limit),
+    ttlMs: positiveInteger(`rateLimits.${name}.ttlMs`, value.ttlMs),
+  };
+}
+
+function bodyLimit(value: number | string): number {
+  const bytes = byteSizeOf(value);
+  if (bytes === undefined) {
+    throw new ApiOptionsError(
+      `ApiModule bodyLimit must be a positive number of bytes or a size such as '2mb', got ${JSON.stringify(value)}`,
+    );
   }
-  if (!Number.isInteger(value.ttlMs) || value.ttlMs < 1) {
-    throw new ApiOptionsError(`ApiModule rateLimits.${name}.ttlMs must be a positive integer`);
-  }
-  return { limit: value.limit, ttlMs: value.ttlMs };
+  return bytes;
 }
 
 /** Applies defaults and validates; throws `ApiOptionsError` naming the bad option. */
@@ -90,16 +112,15 @@ export function resolveApiOptions(options: ApiModuleOptions): ResolvedApiOptions
   if (!Number.isFinite(grace) || grace < 0) {
     throw new ApiOptionsError('ApiModule shutdownGraceMs must be a non-negative number');
   }
+  const defaults = API_OPTION_DEFAULTS.rateLimits;
+  const given = options.rateLimits;
   return {
     adminToken: options.adminToken,
-    bodyLimit: options.bodyLimit ?? API_OPTION_DEFAULTS.bodyLimit,
+    bodyLimit: bodyLimit(options.bodyLimit ?? API_OPTION_DEFAULTS.bodyLimit),
     rateLimits: {
-      public: rateLimit(
-        'public',
-        options.rateLimits?.public,
-        API_OPTION_DEFAULTS.rateLimits.public,
-      ),
-      admin: rateLimit('admin', options.rateLimits?.admin, API_OPTION_DEFAULTS.rateLimits.admin),
+      public: rateLimit('public', given?.public, defaults.public),
+      admin: rateLimit('admin', given?.admin, defaults.admin),
+      auth: rateLimit('auth', given?.auth, defaults.auth),
     },
     shutdownGraceMs: grace,
   };

@@ -25,13 +25,18 @@ import { HealthController } from './health/health.controller';
 import { ApiExceptionFilter } from './http/api-exception.filter';
 import { ApiThrottlerGuard } from './http/api-throttler.guard';
 import { HttpShutdown } from './http/http-shutdown';
+import { RateLimiter } from './http/rate-limiter';
 import { createValidationPipe } from './http/validation';
 import { AgentMetrics } from './metrics/agent-metrics.service';
 import { MetricsController } from './metrics/metrics.controller';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway } from './socket/agent.gateway';
+import { SocketDoors } from './socket/socket-doors';
 
-/** Two throttlers: `public` for /health, /metrics, /docs; `admin` (generous) for /agent. */
+/**
+ * Two throttlers: `public` for /health, /metrics, /docs; `admin` (generous) for /agent with the
+ * right token. Wrong tokens and the Socket.IO doors are counted by `RateLimiter`.
+ */
 function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
   const { rateLimits } = options;
   return {
@@ -64,14 +69,17 @@ function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
     { provide: API_OPTIONS, useFactory: resolveApiOptions, inject: [API_MODULE_OPTIONS] },
     { provide: getOptionsToken(), useFactory: throttlerOptions, inject: [API_OPTIONS] },
     { provide: getStorageToken(), useFactory: () => new ThrottlerStorageService() },
-    // Guards run in this order: rate limit first, so that token guessing is limited too.
-    { provide: APP_GUARD, useClass: ApiThrottlerGuard },
+    // Guards run in this order: the token first, so that wrong tokens count against the `auth`
+    // limit only and never use up the `admin` limit of the operator's address.
     { provide: APP_GUARD, useClass: AdminAuthGuard },
+    { provide: APP_GUARD, useClass: ApiThrottlerGuard },
     { provide: APP_PIPE, useFactory: createValidationPipe },
     { provide: APP_FILTER, useClass: ApiExceptionFilter },
     AdminTokenVerifier,
+    RateLimiter,
     AgentApiService,
     AgentMetrics,
+    SocketDoors,
     AgentGateway,
     AgentEventsBridge,
     HttpShutdown,

@@ -1,17 +1,12 @@
 import type { INestApplication } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
-import { getStorageToken, type ThrottlerStorage } from '@nestjs/throttler';
-import {
-  API_OPTIONS,
-  THROTTLERS,
-  type RateLimit,
-  type ResolvedApiOptions,
-} from './api.module-definition';
+import { API_OPTIONS, type RateLimit, type ResolvedApiOptions } from './api.module-definition';
 import { bodyOf } from './http/api-error';
 import { openApiConfig } from './http/api-docs';
 import { HttpShutdown } from './http/http-shutdown';
 import type { HttpRequest, HttpResponse, Middleware, NextFn } from './http/http-types';
+import { RATE_BUCKETS, RateLimiter } from './http/rate-limiter';
 import { AgentIoAdapter } from './socket/agent-io.adapter';
 
 /** Media types parsed as JSON; every other body is refused with 415. */
@@ -42,14 +37,13 @@ function jsonBodiesOnly(): Middleware {
 }
 
 /** The public rate limit for routes served outside Nest's router (the OpenAPI pages). */
-function rateLimited(storage: ThrottlerStorage, limit: RateLimit, name: string): Middleware {
+function rateLimited(limiter: RateLimiter, limit: RateLimit): Middleware {
   return (req: HttpRequest, res: HttpResponse, next: NextFn) => {
-    const key = `${name}:${req.ip ?? req.socket.remoteAddress ?? 'unknown'}`;
-    storage
-      .increment(key, limit.ttlMs, limit.limit, limit.ttlMs, THROTTLERS.public)
-      .then((record) => {
-        if (!record.isBlocked) return next();
-        res.setHeader('Retry-After', Math.max(1, Math.ceil(record.timeToBlockExpire)));
+    limiter
+      .hit(RATE_BUCKETS.docs, req.ip ?? req.socket.remoteAddress, limit)
+      .then((verdict) => {
+        if (!verdict.blocked) return next();
+        res.setHeader('Retry-After', verdict.retryAfterSeconds);
         send(res, 429, 'Too many requests, slow down');
       })
       .catch(next);
@@ -59,24 +53,24 @@ function rateLimited(storage: ThrottlerStorage, limit: RateLimit, name: string):
 /**
  * Applies what a module cannot: call it on an application built from a module that imports
  * `ApiModule`, before `listen` / `init`, and create the application with `bodyParser: false`.
- * Installs, in order: 503 while shutting down, 415 for non-JSON bodies, the JSON body parser
- * with the size limit (413 beyond it, 400 for malformed JSON, both in the error shape), the
- * Socket.IO adapter (which lets clients receive the last events on shutdown), and the OpenAPI document at `/docs` (UI), `/docs-json` and `/docs-yaml`,
+ * Installs, in order: 503 while shutting down, 415 for non-JSON bodies, the JSON body parser with the size
+ * limit (413 beyond it, 400 for malformed JSON, both in the error shape), the Socket.IO
+ * adapter (its buffer sized from the same limit; it lets clients receive the last events on
+ * shutdown), and the OpenAPI document at `/docs` (UI), `/docs-json` and `/docs-yaml`,
  * generated from the controllers and DTOs and rate limited like the other public routes.
  */
 export function setupApi(app: INestApplication): void {
   const options = app.get<ResolvedApiOptions>(API_OPTIONS);
-  const storage = app.get<ThrottlerStorage>(getStorageToken());
   app.use(refuseWhileClosing(app.get(HttpShutdown)));
   app.use(jsonBodiesOnly());
   (app as NestExpressApplication).useBodyParser('json', {
     limit: options.bodyLimit,
     type: JSON_TYPES,
   });
-  app.useWebSocketAdapter(new AgentIoAdapter(app));
+  app.useWebSocketAdapter(new AgentIoAdapter(app, options.bodyLimit));
   app.use(
     [`/${DOCS_PATH}`, `/${DOCS_PATH}-json`, `/${DOCS_PATH}-yaml`],
-    rateLimited(storage, options.rateLimits.public, DOCS_PATH),
+    rateLimited(app.get(RateLimiter), options.rateLimits.public),
   );
   SwaggerModule.setup(DOCS_PATH, app, () => SwaggerModule.createDocument(app, openApiConfig()), {
     jsonDocumentUrl: `${DOCS_PATH}-json`,

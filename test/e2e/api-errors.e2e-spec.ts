@@ -1,3 +1,4 @@
+import { createServer, type Server, type Socket } from 'node:net';
 import { AgentService } from '../../src/agent';
 import { AgentApiService } from '../../src/api';
 import { StoreUnavailableError, type Settlement } from '../../src/contracts';
@@ -170,6 +171,53 @@ describe('an unavailable store: 503 with Retry-After naming the store, never a 5
       retryAfter: 5,
     });
     expect(socket.connected).toBe(true);
+  });
+
+  it('/health: answers within 2 s while the store hangs, the store down "timed out after 1.5 s"', async () => {
+    stores.mode = 'hang';
+    const started = Date.now();
+
+    const [first, second] = await Promise.all([a.http().get('/health'), a.http().get('/health')]);
+    const elapsed = Date.now() - started;
+
+    expect(elapsed).toBeLessThan(2000);
+    for (const res of [first, second]) {
+      expect(res.status).toBe(503);
+      expect(res.body.error.store).toEqual({ status: 'down', message: 'timed out after 1.5 s' });
+      expect(res.body.info.queue.status).toBe('up');
+    }
+  });
+});
+
+describe('/health when the model endpoint accepts connections and never answers', () => {
+  let silent: Server;
+  const held: Socket[] = [];
+  let a: ApiApp;
+  beforeAll(async () => {
+    silent = createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    a = await ApiApp.start({ env: { LLM_BASE_URL: `http://127.0.0.1:${port}/v1` } });
+  });
+  afterAll(async () => {
+    await a?.close();
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  });
+
+  it('answers within 2 s, the model down "timed out after 1.5 s"', async () => {
+    const started = Date.now();
+
+    const res = await a.http().get('/health');
+    const elapsed = Date.now() - started;
+
+    expect(elapsed).toBeLessThan(2000);
+    expect(res.status).toBe(503);
+    expect(res.body.error.model).toEqual({
+      status: 'down',
+      message: expect.stringContaining('timed out after 1.5 s'),
+    });
+    expect(res.body.info.store.status).toBe('up');
   });
 });
 

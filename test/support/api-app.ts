@@ -85,7 +85,7 @@ export class ApiApp {
         .overrideProvider(API_MODULE_OPTIONS)
         .useValue({
           adminToken: TEST_TOKEN,
-          rateLimits: { public: UNLIMITED, admin: UNLIMITED },
+          rateLimits: { public: UNLIMITED, admin: UNLIMITED, auth: UNLIMITED },
           ...options.api,
         } satisfies ApiModuleOptions);
       const moduleRef = await (options.override?.(builder) ?? builder).compile();

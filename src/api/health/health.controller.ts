@@ -20,13 +20,23 @@ import { THROTTLERS } from '../api.module-definition';
 import { Public } from '../auth/auth.decorators';
 import type { HttpResponse } from '../http/http-types';
 import { AgentMetrics } from '../metrics/agent-metrics.service';
+import { SingleFlight, withTimeout } from './probe';
 
-/** `GET /health`: liveness and readiness of the store, the queue and the model provider. */
+const messageOf = (error: unknown) => (error as Error)?.message ?? String(error);
+
+/**
+ * `GET /health`: liveness and readiness of the store, the queue and the model provider. Each
+ * probe is bounded by `HEALTH_PROBE_TIMEOUT_MS` (a component that does not answer in time is
+ * down, "timed out after 1.5 s"), so the answer comes within 2 s whatever hangs.
+ */
 @ApiTags('operations')
 @Public()
 @SkipThrottle({ [THROTTLERS.admin]: true })
 @Controller('health')
 export class HealthController {
+  private readonly storeProbe = new SingleFlight<number>();
+  private readonly pings = new Map<string, SingleFlight<void>>();
+
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
@@ -52,10 +62,10 @@ export class HealthController {
   private async store() {
     const indicator = this.indicators.check('store');
     try {
-      await this.history.count('__health__');
+      await withTimeout(this.storeProbe.run(() => this.history.count('__health__')));
       return indicator.up();
     } catch (error) {
-      return indicator.down({ message: (error as Error).message });
+      return indicator.down({ message: messageOf(error) });
     }
   }
 
@@ -72,11 +82,25 @@ export class HealthController {
     const indicator = this.indicators.check('model');
     const providers = this.models.list();
     if (!providers.length) return indicator.up({ providers: 0, note: 'no model provider' });
-    try {
-      await Promise.all(providers.map((p) => (p.ping ? p.ping() : Promise.resolve())));
-      return indicator.up({ providers: providers.map((p) => p.id) });
-    } catch (error) {
-      return indicator.down({ message: (error as Error).message });
-    }
+    const failures = await Promise.all(
+      providers.map(async (provider) => {
+        if (!provider.ping) return undefined;
+        try {
+          await withTimeout(this.pingOf(provider.id).run(() => provider.ping!()));
+          return undefined;
+        } catch (error) {
+          return `${provider.id}: ${messageOf(error)}`;
+        }
+      }),
+    );
+    const down = failures.filter((failure) => failure !== undefined);
+    if (down.length) return indicator.down({ message: down.join('; ') });
+    return indicator.up({ providers: providers.map((p) => p.id) });
+  }
+
+  private pingOf(providerId: string): SingleFlight<void> {
+    let flight = this.pings.get(providerId);
+    if (!flight) this.pings.set(providerId, (flight = new SingleFlight()));
+    return flight;
   }
 }

@@ -1,7 +1,16 @@
+import type { INestApplicationContext } from '@nestjs/common';
 import { IoAdapter } from '@nestjs/platform-socket.io';
+import type { ServerOptions } from 'socket.io';
 
 /** Longest wait for clients to receive what was already sent, when the server closes. */
 export const SOCKET_FLUSH_TIMEOUT_MS = 2000;
+
+/**
+ * The engine's buffer limit for a payload limit: twice it, so that a payload somewhat over the
+ * limit still reaches the gateway and is acked with a 413 (the connection stays open); only
+ * one far beyond it makes the engine close the connection, before decoding it.
+ */
+export const socketBufferBytes = (payloadLimit: number) => payloadLimit * 2;
 
 /** The part of an engine.io socket this adapter reads. */
 interface EngineSocket {
@@ -23,9 +32,24 @@ function flushed(socket: EngineSocket): Promise<void> {
  * emitted before the server closes them. On shutdown the agent's drain ends the running turns,
  * whose last events (`turn` end, the stream-end marker) may still sit in a client's buffer;
  * Socket.IO's own close would discard them. Bounded by `SOCKET_FLUSH_TIMEOUT_MS`, so a client
- * that stopped reading cannot hold the shutdown.
+ * that stopped reading cannot hold the shutdown. Its `maxHttpBufferSize` follows the payload
+ * limit (the REST body limit), see {@link socketBufferBytes}.
  */
 export class AgentIoAdapter extends IoAdapter {
+  constructor(
+    app: INestApplicationContext,
+    private readonly payloadLimit: number,
+  ) {
+    super(app);
+  }
+
+  override createIOServer(port: number, options?: ServerOptions): unknown {
+    return super.createIOServer(port, {
+      ...options,
+      maxHttpBufferSize: socketBufferBytes(this.payloadLimit),
+    });
+  }
+
   override async close(server: unknown): Promise<void> {
     const clients = (server as { engine?: { clients?: Record<string, EngineSocket> } }).engine
       ?.clients;

@@ -11,11 +11,11 @@ import type { Actor } from '../../contracts';
 import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
-import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
 import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
 import { logFailure } from '../http/api-exception.filter';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
+import { SocketDoors } from './socket-doors';
 import {
   AGENT_NAMESPACE,
   ALL_SESSIONS_ROOM,
@@ -36,8 +36,9 @@ type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, So
 
 /**
  * Socket.IO namespace `/agent` (README.md, "Socket.IO (namespace `/agent`)"): only socket plumbing.
- * The handshake needs `auth: { token }` (refused: `connect_error`); `subscribe` joins a session's
- * room (or the all-sessions room); `message` and `abort` go to the agent and are acked. Server
+ * The handshake needs `auth: { token }` (refused: `connect_error`); handshakes and events are
+ * limited by `SocketDoors`; `subscribe` joins a session's room (or the all-sessions room);
+ * `message` and `abort` go to the agent and are acked, errors in the REST error shape. Server
  * events are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
  */
 @WebSocketGateway({ namespace: AGENT_NAMESPACE })
@@ -46,23 +47,15 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   private namespace?: AgentNamespace;
 
   constructor(
-    private readonly tokens: AdminTokenVerifier,
+    private readonly doors: SocketDoors,
     private readonly api: AgentApiService,
   ) {}
 
   afterInit(namespace: AgentNamespace): void {
     this.namespace = namespace;
-    namespace.use((socket, next) => {
-      const { auth, headers } = socket.handshake;
-      const given = (auth as { token?: unknown } | undefined)?.token;
-      const caller = this.tokens.verify(given ?? bearerTokenOf(headers.authorization));
-      if (!caller) {
-        next(new Error('Unauthorized: a valid admin token is required in auth.token'));
-        return;
-      }
-      socket.data.caller = caller;
-      next();
-    });
+    namespace.use(this.doors.handshake());
+    // Registered before any packet can arrive: the connection event precedes them.
+    namespace.on('connection', (socket) => socket.use(this.doors.events(socket)));
   }
 
   @SubscribeMessage('subscribe')

@@ -1,0 +1,119 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Socket } from 'socket.io';
+import type { Actor } from '../../contracts';
+import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
+import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
+import { bodyOf, type ErrorBody } from '../http/api-error';
+import { RATE_BUCKETS, RateLimiter, type RateVerdict } from '../http/rate-limiter';
+import { shapeProblem } from '../http/validation';
+
+/** A handshake refusal: the client's `connect_error` carries the message and `data`. */
+type HandshakeError = Error & { data: ErrorBody };
+
+/** Socket.IO's `next` of a middleware. */
+type Next = (error?: Error) => void;
+
+const tooMany = (verdict: RateVerdict): ErrorBody => ({
+  ...bodyOf(429, `Too many requests, slow down: retry in ${verdict.retryAfterSeconds} s`),
+  retryAfter: verdict.retryAfterSeconds,
+});
+
+function refused(body: ErrorBody): HandshakeError {
+  return Object.assign(new Error(body.message), { data: body });
+}
+
+/**
+ * The size of an event's payload as the client encoded it (JSON), in bytes; `undefined` when
+ * its shape is refused anyway (too deep or too many values: validation answers 400), since
+ * measuring such a payload is what the shape check exists to avoid.
+ */
+function payloadBytes(args: unknown[]): number | undefined {
+  let bytes = 0;
+  for (const arg of args) {
+    if (shapeProblem(arg)) return undefined;
+    bytes += Buffer.byteLength(JSON.stringify(arg) ?? '');
+  }
+  return bytes;
+}
+
+/**
+ * The limits of the Socket.IO doors, per client address as on REST (README.md, "Socket.IO"):
+ * the handshake needs the admin token (a wrong one counts against the `auth` limit, the right
+ * one against the `admin` limit, so guessing never locks the operator out), every event counts
+ * against the `admin` limit, and an event payload over the body limit is refused with a 413
+ * ack while the connection stays open. A refused event is never handled.
+ */
+@Injectable()
+export class SocketDoors {
+  constructor(
+    private readonly tokens: AdminTokenVerifier,
+    private readonly limiter: RateLimiter,
+    @Inject(API_OPTIONS) private readonly options: ResolvedApiOptions,
+  ) {}
+
+  /** Namespace middleware: authenticates and rate-limits the handshake. */
+  handshake(): (socket: Socket, next: Next) => void {
+    return (socket, next) => {
+      this.admit(socket).then(
+        (caller) => {
+          (socket.data as { caller?: Actor }).caller = caller;
+          next();
+        },
+        (error: Error) => next(error),
+      );
+    };
+  }
+
+  /**
+   * Socket middleware: refuses an event over the rate limit (429) or the payload limit (413)
+   * with an error ack. Events pass in arrival order, whatever the limiter's storage.
+   */
+  events(socket: Socket): (packet: unknown[], next: Next) => void {
+    let previous = Promise.resolve();
+    return (packet, next) => {
+      const last = packet[packet.length - 1];
+      const ack = typeof last === 'function' ? (last as (answer: ErrorBody) => void) : undefined;
+      const args = packet.slice(1, ack ? -1 : undefined);
+      previous = previous
+        .then(() => this.refusalOf(socket.handshake.address, args))
+        .then(
+          (refusal) => (refusal ? ack?.(refusal) : next()),
+          (error: Error) => next(error),
+        )
+        // `next` runs the handlers, which ack their own failures; the chain must outlive them.
+        .catch(() => undefined);
+    };
+  }
+
+  private async admit(socket: Socket): Promise<Actor> {
+    const { auth, headers, address } = socket.handshake;
+    const given = (auth as { token?: unknown } | undefined)?.token;
+    const caller = this.tokens.verify(given ?? bearerTokenOf(headers.authorization));
+    const { rateLimits } = this.options;
+    const bucket = caller ? RATE_BUCKETS.handshake : RATE_BUCKETS.auth;
+    const verdict = await this.limiter.hit(
+      bucket,
+      address,
+      caller ? rateLimits.admin : rateLimits.auth,
+    );
+    if (verdict.blocked) throw refused(tooMany(verdict));
+    if (!caller) {
+      throw refused(bodyOf(401, 'Unauthorized: a valid admin token is required in auth.token'));
+    }
+    return caller;
+  }
+
+  private async refusalOf(address: string, args: unknown[]): Promise<ErrorBody | undefined> {
+    const verdict = await this.limiter.hit(
+      RATE_BUCKETS.event,
+      address,
+      this.options.rateLimits.admin,
+    );
+    if (verdict.blocked) return tooMany(verdict);
+    const bytes = payloadBytes(args);
+    if (bytes !== undefined && bytes > this.options.bodyLimit) {
+      return bodyOf(413, `The payload is larger than the limit of ${this.options.bodyLimit} bytes`);
+    }
+    return undefined;
+  }
+}

@@ -1,4 +1,5 @@
-import { ApiApp, recordSocket, type AgentClient } from '../support/api-app';
+import { ApiApp, TEST_TOKEN, recordSocket, type AgentClient } from '../support/api-app';
+import { rawConnection } from '../support/api-raw';
 
 /** Resolves with the error of a refused handshake. */
 function refusal(socket: AgentClient): Promise<Error & { data?: any }> {
@@ -133,5 +134,65 @@ describe('the body limit holds on every door (README: REST API, Socket.IO)', () 
       .send({ sessionId: 'big', content: 'x'.repeat(20 * 1024) });
 
     expect(res.status).toBe(413);
+  });
+});
+
+describe('HTTP server limits (README: Configuration)', () => {
+  it('an incomplete request body is answered 408 and closed once requestTimeout has passed; a long answer is not cut', async () => {
+    const a = await ApiApp.start({
+      api: { http: { headersTimeoutMs: 500, requestTimeoutMs: 1000 } },
+    });
+    try {
+      a.server.enqueue({ text: 'held past the request timeout', hold: true });
+      const called = a.nextModelCall();
+      const waiting = a
+        .http()
+        .post('/agent/messages?wait=true')
+        .set(a.auth)
+        .send({ sessionId: 'slow-answer', content: 'go' })
+        .then((r) => r);
+      await called;
+      const raw = await rawConnection(a.url);
+
+      raw.socket.write(
+        'POST /agent/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          `Authorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 100\r\n\r\n{"sessionId":`,
+      );
+      const { data, ms } = await raw.closed;
+      a.server.release();
+      const answer = await waiting;
+
+      expect(data).toMatch(/^HTTP\/1\.1 408 /);
+      expect(ms).toBeGreaterThanOrEqual(900);
+      expect(ms).toBeLessThan(2500);
+      // The ?wait=true answer was running all along, longer than requestTimeout.
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ settled: 'turn', outcome: 'replied' });
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('past maxConnections a new connection is closed at once; the open ones keep working', async () => {
+    const a = await ApiApp.start({ api: { http: { maxConnections: 2 } } });
+    try {
+      const request = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n';
+      const open = [await rawConnection(a.url), await rawConnection(a.url)];
+      for (const connection of open) {
+        connection.socket.write(request);
+        expect(await connection.nextAnswer()).toMatch(/^HTTP\/1\.1 200 /);
+      }
+
+      const third = await rawConnection(a.url);
+      third.socket.write(request);
+      const refused = await third.closed;
+      open[0].socket.write(request);
+
+      expect(refused.data).toBe('');
+      expect(await open[0].nextAnswer()).toMatch(/^HTTP\/1\.1 200 /);
+      for (const connection of open) connection.socket.destroy();
+    } finally {
+      await a.close();
+    }
   });
 });

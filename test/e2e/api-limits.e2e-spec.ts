@@ -1,4 +1,11 @@
-import { ApiApp, TEST_TOKEN, recordSocket, type AgentClient } from '../support/api-app';
+import { AgentGateway } from '../../src/api';
+import {
+  ApiApp,
+  TEST_TOKEN,
+  nextSocketEvent,
+  recordSocket,
+  type AgentClient,
+} from '../support/api-app';
 import { rawConnection } from '../support/api-raw';
 
 /** Resolves with the error of a refused handshake. */
@@ -194,5 +201,75 @@ describe('HTTP server limits (README: Configuration)', () => {
     } finally {
       await a.close();
     }
+  });
+});
+
+describe('the queue event: only to subscribers, coalesced per session (README: Socket.IO)', () => {
+  let a: ApiApp;
+  beforeAll(async () => {
+    a = await ApiApp.start();
+  });
+  afterAll(() => a?.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  it('a burst of 200 queued inputs: far fewer queue messages, the last one with the final list; a non-subscriber gets none', async () => {
+    const subscriber = await a.connect();
+    const bystander = await a.connect();
+    await subscriber.emitWithAck('subscribe', { sessionId: 'burst' });
+    await bystander.emitWithAck('subscribe', { sessionId: 'elsewhere' });
+    const seen = recordSocket(subscriber);
+    const unseen = recordSocket(bystander);
+    a.server.enqueue({ text: 'held while the queue grows', chunks: 2, hold: true });
+    const called = a.nextModelCall();
+    await subscriber.emitWithAck('message', { sessionId: 'burst', content: 'first' });
+    await called;
+    const full = nextSocketEvent(subscriber, 'queue', (e) => e.waiting.length === 200);
+
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        subscriber.emitWithAck('message', {
+          sessionId: 'burst',
+          content: `queued ${i}`,
+          source: 'scheduler',
+        }),
+      ),
+    );
+    await full;
+    const queues = seen.filter((e) => e.event === 'queue').map((e) => e.payload);
+    await a.http().post('/agent/sessions/burst/abort').set(a.auth).send({ queued: true });
+    a.server.release();
+
+    expect(queues.length).toBeLessThanOrEqual(40);
+    expect(queues.at(-1).waiting).toHaveLength(200);
+    expect(queues.at(-1).waiting.at(-1)).toMatchObject({ content: 'queued 199' });
+    expect(unseen.filter((e) => e.event === 'queue')).toEqual([]);
+  });
+
+  it('200 agent:queue events at once: the leading message and one trailing one with the last list', async () => {
+    const subscriber = await a.connect();
+    await subscriber.emitWithAck('subscribe', { sessionId: 'synthetic' });
+    const seen = recordSocket(subscriber);
+    const last = nextSocketEvent(subscriber, 'queue', (e) => e.waiting.length === 200);
+
+    for (let n = 1; n <= 200; n++) {
+      a.emitter.emit('agent:queue', {
+        sessionId: 'synthetic',
+        waiting: Array.from({ length: n }, (_, i) => ({ sessionId: 'synthetic', content: `${i}` })),
+      });
+    }
+    await last;
+
+    const queues = seen.filter((e) => e.event === 'queue').map((e) => e.payload.waiting.length);
+    expect(queues).toEqual([1, 200]);
+  });
+
+  it('without subscribers agent:queue sends and encodes nothing', async () => {
+    const emit = jest.spyOn(a.app.get(AgentGateway), 'emitToSession');
+
+    for (let n = 0; n < 1000; n++) {
+      a.emitter.emit('agent:queue', { sessionId: 'nobody', waiting: [] });
+    }
+
+    expect(emit).not.toHaveBeenCalled();
   });
 });

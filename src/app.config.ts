@@ -24,6 +24,13 @@ export interface AppConfig {
     /** `AGENT_DB_TIMEOUT_MS`: longest wait for the database (connect, statement, busy). */
     dbTimeoutMs: number;
   };
+  /** The HTTP server's timeouts (milliseconds) and connection cap. */
+  http: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    maxConnections: number;
+  };
 }
 
 /** A configuration error: one line naming the variable. */
@@ -36,6 +43,32 @@ function port(env: NodeJS.ProcessEnv): number {
     throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${raw}"`);
   }
   return value;
+}
+
+/** A positive integer variable, or its default when unset. */
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || !Number.isSafeInteger(Number(raw))) {
+    throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+/** The HTTP server's limits; the defaults are `ApiModule`'s (README, "Configuration (server)"). */
+function httpLimits(env: NodeJS.ProcessEnv): AppConfig['http'] {
+  const limits = {
+    headersTimeoutMs: positive(env, 'HTTP_HEADERS_TIMEOUT_MS', 30_000),
+    requestTimeoutMs: positive(env, 'HTTP_REQUEST_TIMEOUT_MS', 60_000),
+    keepAliveTimeoutMs: positive(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000),
+    maxConnections: positive(env, 'HTTP_MAX_CONNECTIONS', 1024),
+  };
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ConfigError(
+      `HTTP_HEADERS_TIMEOUT_MS (${limits.headersTimeoutMs}) must not exceed HTTP_REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`,
+    );
+  }
+  return limits;
 }
 
 function url(name: string, raw: string, protocols: string[]): string {
@@ -116,6 +149,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       : { kind: 'sqlite', file: db },
     redisUrl: redis ? distributed(url('REDIS_URL', redis, ['redis:', 'rediss:'])) : undefined,
     limits: limits(env),
+    http: httpLimits(env),
   };
 }
 

@@ -30,7 +30,7 @@ export class AppConfigModule {}
     }),
     ApiModule.forRootAsync({
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({ adminToken: config.adminToken }),
+      useFactory: (config: AppConfig) => ({ adminToken: config.adminToken, http: config.http }),
     }),
   ],
 })

@@ -9,6 +9,22 @@ export interface RateLimit {
   ttlMs: number;
 }
 
+/** Limits of the HTTP server itself (Node's `http.Server` settings). */
+export interface HttpLimits {
+  /** Longest wait for a request's headers, in milliseconds. @default 30000 */
+  headersTimeoutMs?: number;
+  /**
+   * Longest wait for a whole request (headers and body), in milliseconds: a client that sends
+   * an incomplete body is answered 408 and closed then, instead of holding the connection for
+   * Node's default 300 s. The answer itself may take longer (a `?wait=true` turn). @default 60000
+   */
+  requestTimeoutMs?: number;
+  /** How long an idle keep-alive connection stays open, in milliseconds. @default 5000 */
+  keepAliveTimeoutMs?: number;
+  /** Most open connections (HTTP and Socket.IO together); beyond it new ones are closed. @default 1024 */
+  maxConnections?: number;
+}
+
 /** Options of `ApiModule.forRoot` / `forRootAsync`. */
 export interface ApiModuleOptions {
   /**
@@ -28,6 +44,8 @@ export interface ApiModuleOptions {
    * right token is never held by it). @default public 120, admin 1200, auth 20 per minute
    */
   rateLimits?: { public?: RateLimit; admin?: RateLimit; auth?: RateLimit };
+  /** Timeouts and the connection cap of the HTTP server (applied by `setupApi`). */
+  http?: HttpLimits;
   /**
    * Milliseconds the shutdown waits for open HTTP requests (a `?wait=true` answer, say) to
    * finish after the agent has drained. @default 15000
@@ -41,6 +59,7 @@ export interface ResolvedApiOptions {
   /** `bodyLimit` in bytes. */
   bodyLimit: number;
   rateLimits: { public: RateLimit; admin: RateLimit; auth: RateLimit };
+  http: Required<HttpLimits>;
   shutdownGraceMs: number;
 }
 
@@ -51,6 +70,12 @@ export const API_OPTION_DEFAULTS = {
     public: { limit: 120, ttlMs: 60_000 },
     admin: { limit: 1200, ttlMs: 60_000 },
     auth: { limit: 20, ttlMs: 60_000 },
+  },
+  http: {
+    headersTimeoutMs: 30_000,
+    requestTimeoutMs: 60_000,
+    keepAliveTimeoutMs: 5_000,
+    maxConnections: 1024,
   },
   shutdownGraceMs: 15_000,
 } as const;
@@ -93,6 +118,18 @@ function rateLimit(name: string, given: RateLimit | undefined, fallback: RateLim
   };
 }
 
+function httpLimits(given: HttpLimits = {}): Required<HttpLimits> {
+  const value = { ...API_OPTION_DEFAULTS.http, ...given };
+  const limits = Object.fromEntries(
+    Object.entries(value).map(([key, v]) => [key, positiveInteger(`http.${key}`, v)]),
+  ) as Required<HttpLimits>;
+  // Node refuses this combination at server creation; say so here, by name.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new ApiOptionsError('ApiModule http.headersTimeoutMs must not exceed requestTimeoutMs');
+  }
+  return limits;
+}
+
 function bodyLimit(value: number | string): number {
   const bytes = byteSizeOf(value);
   if (bytes === undefined) {
@@ -122,6 +159,7 @@ export function resolveApiOptions(options: ApiModuleOptions): ResolvedApiOptions
       admin: rateLimit('admin', given?.admin, defaults.admin),
       auth: rateLimit('auth', given?.auth, defaults.auth),
     },
+    http: httpLimits(options.http),
     shutdownGraceMs: grace,
   };
 }

@@ -31,6 +31,7 @@ import { AgentMetrics } from './metrics/agent-metrics.service';
 import { MetricsController } from './metrics/metrics.controller';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway } from './socket/agent.gateway';
+import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
 
 /**
@@ -81,6 +82,7 @@ function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
     AgentMetrics,
     SocketDoors,
     AgentGateway,
+    QueueCoalescer,
     AgentEventsBridge,
     HttpShutdown,
   ],

@@ -1,9 +1,11 @@
 import type { INestApplication } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
+import type { Server } from 'node:http';
 import { API_OPTIONS, type RateLimit, type ResolvedApiOptions } from './api.module-definition';
 import { bodyOf } from './http/api-error';
 import { openApiConfig } from './http/api-docs';
+import { applyHttpLimits } from './http/http-limits';
 import { HttpShutdown } from './http/http-shutdown';
 import type { HttpRequest, HttpResponse, Middleware, NextFn } from './http/http-types';
 import { RATE_BUCKETS, RateLimiter } from './http/rate-limiter';
@@ -53,7 +55,8 @@ function rateLimited(limiter: RateLimiter, limit: RateLimit): Middleware {
 /**
  * Applies what a module cannot: call it on an application built from a module that imports
  * `ApiModule`, before `listen` / `init`, and create the application with `bodyParser: false`.
- * Installs, in order: 503 while shutting down, 415 for non-JSON bodies, the JSON body parser with the size
+ * Sets the HTTP server's timeouts and connection cap (`http` options), then installs, in
+ * order: 503 while shutting down, 415 for non-JSON bodies, the JSON body parser with the size
  * limit (413 beyond it, 400 for malformed JSON, both in the error shape), the Socket.IO
  * adapter (its buffer sized from the same limit; it lets clients receive the last events on
  * shutdown), and the OpenAPI document at `/docs` (UI), `/docs-json` and `/docs-yaml`,
@@ -61,6 +64,7 @@ function rateLimited(limiter: RateLimiter, limit: RateLimit): Middleware {
  */
 export function setupApi(app: INestApplication): void {
   const options = app.get<ResolvedApiOptions>(API_OPTIONS);
+  applyHttpLimits(app.getHttpServer() as Server, options.http);
   app.use(refuseWhileClosing(app.get(HttpShutdown)));
   app.use(jsonBodiesOnly());
   (app as NestExpressApplication).useBodyParser('json', {

@@ -1,4 +1,12 @@
-import { ApiApp, recordSocket, type AgentClient } from '../support/api-app';
+import { AgentGateway } from '../../src/api';
+import {
+  ApiApp,
+  TEST_TOKEN,
+  nextSocketEvent,
+  recordSocket,
+  type AgentClient,
+} from '../support/api-app';
+import { rawConnection } from '../support/api-raw';
 
 /** Resolves with the error of a refused handshake. */
 function refusal(socket: AgentClient): Promise<Error & { data?: any }> {
@@ -133,5 +141,135 @@ describe('the body limit holds on every door (README: REST API, Socket.IO)', () 
       .send({ sessionId: 'big', content: 'x'.repeat(20 * 1024) });
 
     expect(res.status).toBe(413);
+  });
+});
+
+describe('HTTP server limits (README: Configuration)', () => {
+  it('an incomplete request body is answered 408 and closed once requestTimeout has passed; a long answer is not cut', async () => {
+    const a = await ApiApp.start({
+      api: { http: { headersTimeoutMs: 500, requestTimeoutMs: 1000 } },
+    });
+    try {
+      a.server.enqueue({ text: 'held past the request timeout', hold: true });
+      const called = a.nextModelCall();
+      const waiting = a
+        .http()
+        .post('/agent/messages?wait=true')
+        .set(a.auth)
+        .send({ sessionId: 'slow-answer', content: 'go' })
+        .then((r) => r);
+      await called;
+      const raw = await rawConnection(a.url);
+
+      raw.socket.write(
+        'POST /agent/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          `Authorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 100\r\n\r\n{"sessionId":`,
+      );
+      const { data, ms } = await raw.closed;
+      a.server.release();
+      const answer = await waiting;
+
+      expect(data).toMatch(/^HTTP\/1\.1 408 /);
+      expect(ms).toBeGreaterThanOrEqual(900);
+      expect(ms).toBeLessThan(2500);
+      // The ?wait=true answer was running all along, longer than requestTimeout.
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ settled: 'turn', outcome: 'replied' });
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('past maxConnections a new connection is closed at once; the open ones keep working', async () => {
+    const a = await ApiApp.start({ api: { http: { maxConnections: 2 } } });
+    try {
+      const request = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n';
+      const open = [await rawConnection(a.url), await rawConnection(a.url)];
+      for (const connection of open) {
+        connection.socket.write(request);
+        expect(await connection.nextAnswer()).toMatch(/^HTTP\/1\.1 200 /);
+      }
+
+      const third = await rawConnection(a.url);
+      third.socket.write(request);
+      const refused = await third.closed;
+      open[0].socket.write(request);
+
+      expect(refused.data).toBe('');
+      expect(await open[0].nextAnswer()).toMatch(/^HTTP\/1\.1 200 /);
+      for (const connection of open) connection.socket.destroy();
+    } finally {
+      await a.close();
+    }
+  });
+});
+
+describe('the queue event: only to subscribers, coalesced per session (README: Socket.IO)', () => {
+  let a: ApiApp;
+  beforeAll(async () => {
+    a = await ApiApp.start();
+  });
+  afterAll(() => a?.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  it('a burst of 200 queued inputs: far fewer queue messages, the last one with the final list; a non-subscriber gets none', async () => {
+    const subscriber = await a.connect();
+    const bystander = await a.connect();
+    await subscriber.emitWithAck('subscribe', { sessionId: 'burst' });
+    await bystander.emitWithAck('subscribe', { sessionId: 'elsewhere' });
+    const seen = recordSocket(subscriber);
+    const unseen = recordSocket(bystander);
+    a.server.enqueue({ text: 'held while the queue grows', chunks: 2, hold: true });
+    const called = a.nextModelCall();
+    await subscriber.emitWithAck('message', { sessionId: 'burst', content: 'first' });
+    await called;
+    const full = nextSocketEvent(subscriber, 'queue', (e) => e.waiting.length === 200);
+
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        subscriber.emitWithAck('message', {
+          sessionId: 'burst',
+          content: `queued ${i}`,
+          source: 'scheduler',
+        }),
+      ),
+    );
+    await full;
+    const queues = seen.filter((e) => e.event === 'queue').map((e) => e.payload);
+    await a.http().post('/agent/sessions/burst/abort').set(a.auth).send({ queued: true });
+    a.server.release();
+
+    expect(queues.length).toBeLessThanOrEqual(40);
+    expect(queues.at(-1).waiting).toHaveLength(200);
+    expect(queues.at(-1).waiting.at(-1)).toMatchObject({ content: 'queued 199' });
+    expect(unseen.filter((e) => e.event === 'queue')).toEqual([]);
+  });
+
+  it('200 agent:queue events at once: the leading message and one trailing one with the last list', async () => {
+    const subscriber = await a.connect();
+    await subscriber.emitWithAck('subscribe', { sessionId: 'synthetic' });
+    const seen = recordSocket(subscriber);
+    const last = nextSocketEvent(subscriber, 'queue', (e) => e.waiting.length === 200);
+
+    for (let n = 1; n <= 200; n++) {
+      a.emitter.emit('agent:queue', {
+        sessionId: 'synthetic',
+        waiting: Array.from({ length: n }, (_, i) => ({ sessionId: 'synthetic', content: `${i}` })),
+      });
+    }
+    await last;
+
+    const queues = seen.filter((e) => e.event === 'queue').map((e) => e.payload.waiting.length);
+    expect(queues).toEqual([1, 200]);
+  });
+
+  it('without subscribers agent:queue sends and encodes nothing', async () => {
+    const emit = jest.spyOn(a.app.get(AgentGateway), 'emitToSession');
+
+    for (let n = 0; n < 1000; n++) {
+      a.emitter.emit('agent:queue', { sessionId: 'nobody', waiting: [] });
+    }
+
+    expect(emit).not.toHaveBeenCalled();
   });
 });

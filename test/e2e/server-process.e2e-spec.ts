@@ -3,6 +3,7 @@ import request from 'supertest';
 import { FakeOpenAiServer } from '../support/fake-openai-server';
 import { ServerProcess } from '../support/api-process';
 import { TEST_TOKEN, nextSocketEvent, type AgentClient } from '../support/api-app';
+import { rawConnection } from '../support/api-raw';
 
 jest.setTimeout(60_000);
 
@@ -76,6 +77,27 @@ describe('the server process (src/main.ts)', () => {
     expect(exit).toEqual({ code: 0, signal: null });
   });
 
+  it('HTTP_REQUEST_TIMEOUT_MS: an incomplete request body is answered 408 and closed after it', async () => {
+    proc = ServerProcess.start({
+      AGENT_ADMIN_TOKEN: TEST_TOKEN,
+      LLM_BASE_URL: server.url,
+      HTTP_HEADERS_TIMEOUT_MS: '500',
+      HTTP_REQUEST_TIMEOUT_MS: '1000',
+      HTTP_MAX_CONNECTIONS: '16',
+    });
+    const raw = await rawConnection(await proc.url());
+
+    raw.socket.write(
+      'POST /agent/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 100\r\n\r\n{"sessionId":',
+    );
+    const { data, ms } = await raw.closed;
+
+    expect(data).toMatch(/^HTTP\/1\.1 408 /);
+    expect(ms).toBeGreaterThanOrEqual(900);
+    expect(ms).toBeLessThan(2500);
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -84,6 +106,9 @@ describe('the server process (src/main.ts)', () => {
     ['LLM_BASE_URL', 'not a url'],
     ['REDIS_URL', 'http://localhost'],
     ['REDIS_URL', 'redis://127.0.0.1:6379'],
+    ['HTTP_MAX_CONNECTIONS', 'lots'],
+    ['HTTP_REQUEST_TIMEOUT_MS', '0'],
+    ['HTTP_HEADERS_TIMEOUT_MS', '90000'],
   ])(
     'bad configuration %s=%s: exits non-zero printing one line naming the variable',
     async (name, value) => {

@@ -76,6 +76,10 @@ export class ApiApp {
       REDIS_URL: undefined,
       PORT: undefined,
       HOST: undefined,
+      HTTP_HEADERS_TIMEOUT_MS: undefined,
+      HTTP_REQUEST_TIMEOUT_MS: undefined,
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: undefined,
+      HTTP_MAX_CONNECTIONS: undefined,
       ...options.env,
     };
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));

@@ -10,9 +10,9 @@ import type {
   TurnStartEvent,
 } from '../../contracts';
 import { AgentGateway } from './agent.gateway';
+import { QueueCoalescer } from './queue-coalescer';
 import {
   mapOutbound,
-  mapQueue,
   mapStream,
   mapTool,
   mapTurnEnd,
@@ -28,7 +28,10 @@ import {
  */
 @Injectable()
 export class AgentEventsBridge {
-  constructor(private readonly gateway: AgentGateway) {}
+  constructor(
+    private readonly gateway: AgentGateway,
+    private readonly queues: QueueCoalescer,
+  ) {}
 
   @OnEvent('agent:turn:start')
   turnStart(event: TurnStartEvent): void {
@@ -50,9 +53,10 @@ export class AgentEventsBridge {
     this.gateway.emitToSession(event.sessionId, 'message', mapOutbound(event));
   }
 
+  /** Coalesced per session (bursts of inputs would otherwise send the list once per input). */
   @OnEvent('agent:queue')
   queue(event: QueueEvent): void {
-    this.gateway.emitToSession(event.sessionId, 'queue', mapQueue(event));
+    this.queues.push(event);
   }
 
   @OnEvent('token:usage')

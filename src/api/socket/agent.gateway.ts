@@ -115,6 +115,12 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
     }
   }
 
+  /** Whether a client of this instance receives the session's events (its room or all). */
+  hasSubscribers(sessionId: string): boolean {
+    const rooms = this.namespace?.adapter.rooms;
+    return !!(rooms?.get(sessionRoom(sessionId))?.size || rooms?.get(ALL_SESSIONS_ROOM)?.size);
+  }
+
   /**
    * Runs a handler; anything it throws is acked in the error shape (with `retryAfter` when a
    * retry helps, e.g. an unavailable store), never left unanswered.

@@ -3,7 +3,7 @@ import { ApiOptionsError, resolveApiOptions } from '../../../src/api';
 const adminToken = 'a-token-of-16-chars!';
 
 describe('resolveApiOptions', () => {
-  it('defaults: 2 MB body limit in bytes, the three rate limits', () => {
+  it('defaults: 2 MB body limit in bytes, the three rate limits, the HTTP limits', () => {
     expect(resolveApiOptions({ adminToken })).toEqual({
       adminToken,
       bodyLimit: 2 * 1024 * 1024,
@@ -11,6 +11,12 @@ describe('resolveApiOptions', () => {
         public: { limit: 120, ttlMs: 60_000 },
         admin: { limit: 1200, ttlMs: 60_000 },
         auth: { limit: 20, ttlMs: 60_000 },
+      },
+      http: {
+        headersTimeoutMs: 30_000,
+        requestTimeoutMs: 60_000,
+        keepAliveTimeoutMs: 5_000,
+        maxConnections: 1024,
       },
       shutdownGraceMs: 15_000,
     });
@@ -28,6 +34,9 @@ describe('resolveApiOptions', () => {
   it.each([
     [{ bodyLimit: 'lots' }, /bodyLimit/],
     [{ bodyLimit: 0 }, /bodyLimit/],
+    [{ http: { maxConnections: 0 } }, /http\.maxConnections/],
+    [{ http: { requestTimeoutMs: 1.5 } }, /http\.requestTimeoutMs/],
+    [{ http: { headersTimeoutMs: 2000, requestTimeoutMs: 1000 } }, /headersTimeoutMs/],
     [{ rateLimits: { auth: { limit: 0, ttlMs: 1 } } }, /rateLimits\.auth\.limit/],
   ])('%j: refused naming the option', (options, name) => {
     expect(() => resolveApiOptions({ adminToken, ...options })).toThrow(ApiOptionsError);

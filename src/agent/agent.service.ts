@@ -87,6 +87,21 @@ export class AgentService
   }
 
   /**
+   * `handleMessage` for callers that answer before the input settles (a `202`): `accepted`
+   * resolves once the input is durable in the inbox, or with its settlement when it settled
+   * before that (a store that could not take it: `dropped` / `store-unavailable`).
+   */
+  submit(message: IncomingMessage): {
+    accepted: Promise<Settlement | undefined>;
+    settlement: Promise<Settlement>;
+  } {
+    let markAccepted!: () => void;
+    const recorded = new Promise<undefined>((resolve) => (markAccepted = () => resolve(undefined)));
+    const settlement = this.gate.handle(message, markAccepted);
+    return { accepted: Promise.race([recorded, settlement]), settlement };
+  }
+
+  /**
    * S3: stops the running turn (when `turnId` matches); returns whether it stopped one, from
    * this instance's view of running turns. The stop itself goes to wherever the turn runs; use
    * `abortAsync` for the answer of the instance that runs it.

@@ -1,6 +1,10 @@
 import { ApiApp } from '../support/api-app';
+import { DRIVER_TEXT, SwitchableStores } from '../support/api-stores';
 
-/** A session's waiting list is bounded (hardening): past `AGENT_MAX_WAITING` REST answers 429. */
+/**
+ * Inputs the agent cannot take now are refused with a reason (hardening): past
+ * `AGENT_MAX_WAITING` REST answers 429, while a store is down 503, both with `Retry-After`.
+ */
 describe('REST: a full waiting list', () => {
   let a: ApiApp;
   afterEach(() => a?.close());
@@ -26,5 +30,25 @@ describe('REST: a full waiting list', () => {
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     }
     a.server.release();
+  });
+
+  it('S1: while the store is down a new input gets 503 with Retry-After naming the store, with and without wait', async () => {
+    const stores = new SwitchableStores();
+    a = await ApiApp.start({ override: stores.override });
+    stores.mode = 'fail';
+    const post = (wait: boolean) =>
+      a
+        .http()
+        .post(`/agent/messages${wait ? '?wait=true' : ''}`)
+        .set(a.auth)
+        .send({ sessionId: 's', content: 'hello' });
+
+    for (const res of [await post(false), await post(true)]) {
+      expect(res.status).toBe(503);
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      expect(JSON.stringify(res.body)).not.toContain(DRIVER_TEXT);
+    }
+    stores.mode = 'ok';
+    expect((await post(false)).status).toBe(202);
   });
 });

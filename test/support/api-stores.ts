@@ -1,11 +1,12 @@
 import type { TestingModuleBuilder } from '@nestjs/testing';
 import {
   HistoryStore,
+  InputInbox,
   MessageArchive,
   SessionStore,
   StoreUnavailableError,
 } from '../../src/contracts';
-import { MemoryMessageLog, MemorySessionStore } from '../../src/session-bridge';
+import { MemoryInputInbox, MemoryMessageLog, MemorySessionStore } from '../../src/session-bridge';
 
 /** How the stores behave: normally, failing with `StoreUnavailableError`, or never answering. */
 export type StoreMode = 'ok' | 'fail' | 'hang';
@@ -23,6 +24,7 @@ export class SwitchableStores {
   private readonly held: (() => void)[] = [];
   readonly sessions = this.wrap('sessions', new MemorySessionStore());
   readonly log = this.wrap('history', new MemoryMessageLog());
+  readonly inbox = this.wrap('inbox', new MemoryInputInbox());
 
   get mode(): StoreMode {
     return this.current;
@@ -42,7 +44,9 @@ export class SwitchableStores {
       .overrideProvider(HistoryStore)
       .useValue(this.log)
       .overrideProvider(MessageArchive)
-      .useValue(this.log);
+      .useValue(this.log)
+      .overrideProvider(InputInbox)
+      .useValue(this.inbox);
 
   private wrap<T extends object>(store: string, target: T): T {
     return new Proxy(target, {

@@ -75,7 +75,7 @@ export class InputGate {
    * S1: resolves once the input is settled; rejects (never throws synchronously) only for an
    * input that is invalid in itself. A failing store on the way drops the input as `failed`.
    */
-  handle(message: IncomingMessage): Promise<Settlement> {
+  handle(message: IncomingMessage, onAccepted?: () => void): Promise<Settlement> {
     try {
       validate(message);
     } catch (error) {
@@ -87,7 +87,7 @@ export class InputGate {
     const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? randomUUID() };
     // The deletion epoch is taken now, before anything is awaited (S7).
     const epoch = this.epochOf(accepted.sessionId);
-    return this.track(accepted, () => this.accept(accepted, epoch));
+    return this.track(accepted, () => this.accept(accepted, epoch, onAccepted));
   }
 
   /**
@@ -103,8 +103,10 @@ export class InputGate {
   private async accept(
     message: IncomingMessage & { id: string },
     epoch: number,
+    onAccepted?: () => void,
   ): Promise<Settlement> {
     const { entry, duplicate } = await this.ports.inbox.accept(message);
+    onAccepted?.();
     if (!duplicate) return this.pass(message, epoch);
     // A repeated delivery of an input this process no longer carries: its first settlement.
     return entry.settlement ?? this.pass(entry.message, epoch);

@@ -49,13 +49,17 @@ export class AgentApiService {
     if (!wait && this.agent.isQueueFull(message.sessionId)) {
       throw refusalOf({ settled: 'dropped', reason: 'queue-full' })!;
     }
-    const settled = this.agent.handleMessage(message);
     if (wait) {
-      const settlement = await settled;
+      const settlement = await this.agent.handleMessage(message);
       const refusal = refusalOf(settlement);
       if (refusal) throw refusal;
       return mapSettlement(settlement);
     }
+    // `202` only once the input is durable; one the store could not take is refused (503).
+    const { accepted, settlement: settled } = this.agent.submit(message);
+    const early = await accepted.catch(() => undefined);
+    const refusal = early && refusalOf(early);
+    if (refusal) throw refusal;
     settled.catch((error: unknown) =>
       this.logger.warn(
         `Input for session ${escapeForLog(message.sessionId)} was refused: ${errorForLog(error)}`,

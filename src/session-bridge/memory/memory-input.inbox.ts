@@ -22,6 +22,15 @@ export class MemoryInputInbox implements InputInbox {
   /** By id, in acceptance order (an entry is never re-inserted), so also in `seq` order. */
   private readonly entries = new Map<string, Stored>();
   private lastSeq = 0;
+  private settledCount = 0;
+
+  constructor(
+    /**
+     * Settled entries kept for deduplication; past it the oldest are forgotten, so memory stays
+     * bounded however long the process runs. @default 10000
+     */
+    private readonly maxSettled = 10_000,
+  ) {}
 
   async accept(
     given: IncomingMessage & { id: string },
@@ -55,6 +64,18 @@ export class MemoryInputInbox implements InputInbox {
       if (!stored || stored.entry.settlement) continue;
       stored.entry.settlement = structuredClone(normaliseDeep(settlement));
       stored.settledAt = settledAt;
+      this.settledCount++;
+    }
+    if (this.settledCount > this.maxSettled) this.forgetOldestSettled();
+  }
+
+  /** Drops the oldest settled entries (acceptance order) until at most `maxSettled` remain. */
+  private forgetOldestSettled(): void {
+    for (const [id, stored] of this.entries) {
+      if (this.settledCount <= this.maxSettled) return;
+      if (stored.settledAt === undefined) continue;
+      this.entries.delete(id);
+      this.settledCount--;
     }
   }
 
@@ -77,6 +98,7 @@ export class MemoryInputInbox implements InputInbox {
     for (const [id, stored] of this.entries) {
       if (stored.settledAt !== undefined && stored.settledAt < cutoff) {
         this.entries.delete(id);
+        this.settledCount--;
         pruned++;
       }
     }
@@ -86,7 +108,9 @@ export class MemoryInputInbox implements InputInbox {
   async deleteSession(sessionId: string): Promise<void> {
     const session = normaliseText(sessionId);
     for (const [id, stored] of this.entries) {
-      if (stored.entry.sessionId === session) this.entries.delete(id);
+      if (stored.entry.sessionId !== session) continue;
+      if (stored.settledAt !== undefined) this.settledCount--;
+      this.entries.delete(id);
     }
   }
 }

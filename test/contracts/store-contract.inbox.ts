@@ -86,6 +86,26 @@ export function describeInboxContract(
       expect(await inbox.unsettled(sid)).toEqual([winner]);
     });
 
+    it('accepts made together are numbered in call order, all kept; a repeat among them is a duplicate', async () => {
+      const other = `${sid}-together`;
+      const messages = Array.from({ length: 650 }, (_, i) =>
+        input(`burst ${i}`, i % 3 === 0 ? { sessionId: other } : {}),
+      );
+      const repeat = { ...messages[10], content: 'the same id again' };
+
+      const results = await Promise.all([...messages, repeat].map((m) => inbox.accept(m)));
+
+      const seqs = results.slice(0, messages.length).map((r) => r.entry.seq);
+      expect(seqs.every((seq, i) => i === 0 || seq > seqs[i - 1])).toBe(true);
+      expect(results.slice(0, messages.length).every((r) => !r.duplicate)).toBe(true);
+      expect(results[messages.length]).toEqual({ entry: results[10].entry, duplicate: true });
+      expect(results[10].entry.message.content).toBe('burst 10');
+      const mine = messages.filter((m) => m.sessionId === sid).map((m) => m.id);
+      expect(ids(await inbox.unsettled(sid))).toEqual(mine);
+      expect(await inbox.unsettled(other)).toHaveLength(messages.length - mine.length);
+      await inbox.deleteSession(other);
+    });
+
     it('a duplicate of a settled input comes back with its settlement', async () => {
       const message = input('done');
       await inbox.accept(message);

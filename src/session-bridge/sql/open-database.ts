@@ -11,6 +11,7 @@ import { SqlInputInbox } from './sql-input.inbox';
 import { SqlMessageLog } from './sql-message.log';
 import { SqlSessionStore } from './sql-session.store';
 import { FileLock, FileLockedSqliteDialect } from './sqlite-file-lock';
+import { StatementCache } from './sqlite-statement-cache';
 
 /** The configuration variable that names the database, as it appears in error messages. */
 const SETTING = 'AGENT_DB';
@@ -147,7 +148,9 @@ async function openSqlite(path: string, timeoutMs: number): Promise<OpenDatabase
   }
   const database = handle;
   const lock = inMemory ? undefined : FileLock.retain(resolve(path));
-  const db = new Kysely<Database>({ dialect: new FileLockedSqliteDialect({ database }, lock) });
+  const db = new Kysely<Database>({
+    dialect: new FileLockedSqliteDialect({ database: new StatementCache(database) }, lock),
+  });
   return withClose(db, 'sqlite', () => {
     // Kysely closes the file only if it ever ran a query.
     if (database.open) database.close();

@@ -12,12 +12,27 @@ import { guarded } from './store-errors';
 
 /** Ids per `in (...)` list: well under SQLite's and PostgreSQL's bound-parameter limits. */
 const IDS_CHUNK = 500;
+/** Rows per multi-row insert (five parameters each). */
+const ROWS_CHUNK = 200;
+/** Most accepts written by one transaction. */
+const BATCH_MAX = 1000;
+
+type StoredMessage = IncomingMessage & { id: string };
+type AcceptResult = { entry: InboxEntry; duplicate: boolean };
+
+/** An accept waiting for its batch's commit. */
+interface PendingAccept {
+  message: StoredMessage;
+  resolve: (result: AcceptResult) => void;
+  reject: (error: unknown) => void;
+}
 
 /**
  * `InputInbox` over the `inbox` table, for SQLite and PostgreSQL alike (written once against
  * Kysely), with the semantics of `MemoryInputInbox`. Idempotent by id through the primary key:
- * `accept` inserts with `ON CONFLICT DO NOTHING` and reads back, so a concurrent duplicate waits
- * for the other's commit and returns its entry instead of adding a second one. Returned entries
+ * `accept` inserts with `ON CONFLICT DO NOTHING` and reads back, so a concurrent duplicate (in
+ * this process or another) waits for the other's commit and returns its entry instead of adding
+ * a second one. Accepts are group-committed (see `accept`). Returned entries
  * are fresh objects. Text is kept as `normaliseText` makes it (ids included: PostgreSQL refuses
  * U+0000). A database failure rejects with `StoreUnavailableError` (store `'inbox'`).
  */
@@ -27,32 +42,86 @@ export class SqlInputInbox implements InputInbox {
     private readonly dialect: SqlDialect,
   ) {}
 
-  async accept(
+  /** Accepts waiting for the next write, in arrival order. */
+  private batch: PendingAccept[] = [];
+  /** Whether a write of the batch is scheduled or running. */
+  private writing = false;
+
+  /**
+   * Group commit: the accepts that arrive while a write is scheduled or running are written
+   * together by the next one, in one transaction with one multi-row insert, so a burst of
+   * inputs costs a few commits instead of one each and never queues a write per input ahead of
+   * every other query. Each caller still resolves only once its input is committed.
+   */
+  accept(
     given: IncomingMessage & { id: string },
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     const message = normaliseDeep(given);
-    return guarded('inbox', 'accept an input', async () => {
-      const row = {
+    return new Promise((resolve, reject) => {
+      this.batch.push({ message, resolve, reject });
+      this.scheduleWrite();
+    });
+  }
+
+  private scheduleWrite(): void {
+    if (this.writing || !this.batch.length) return;
+    this.writing = true;
+    // After the current I/O callbacks: inputs read from the network together go together.
+    setImmediate(() => void this.writeBatch());
+  }
+
+  private async writeBatch(): Promise<void> {
+    const batch = this.batch.splice(0, BATCH_MAX);
+
+    try {
+      const results = await guarded('inbox', 'accept an input', () =>
+        this.insertAll(batch.map((pending) => pending.message)),
+      );
+      batch.forEach((pending, i) => pending.resolve(results[i]));
+    } catch (error) {
+      // A batch fails as a whole only for a database-wide reason (its rows cannot conflict
+      // but by id, which is no error): every input of it is refused alike.
+      for (const pending of batch) pending.reject(error);
+    } finally {
+      this.writing = false;
+      this.scheduleWrite();
+    }
+  }
+
+  /** Inserts the new ones of `messages` (first by id wins) and reads every one back. */
+  private insertAll(messages: StoredMessage[]): Promise<AcceptResult[]> {
+    const acceptedAt = new Date().toISOString();
+    const unique = new Map<string, StoredMessage>();
+    for (const message of messages) if (!unique.has(message.id)) unique.set(message.id, message);
+    return this.db.transaction().execute(async (trx) => {
+      // PostgreSQL numbers the rows itself (bigserial); SQLite takes them from its counter.
+      const first = this.dialect === 'sqlite' ? await reserveSeqs(trx, unique.size) : undefined;
+      const rows = [...unique.values()].map((message, i) => ({
         id: message.id,
         session_id: message.sessionId,
         message: JSON.stringify(message),
-        accepted_at: new Date().toISOString(),
-      };
-      return this.db.transaction().execute(async (trx) => {
-        // PostgreSQL numbers the row itself (bigserial); SQLite takes the counter's next value.
-        const seq = this.dialect === 'sqlite' ? await nextSeq(trx) : undefined;
-        const result = await trx
+        accepted_at: acceptedAt,
+        ...(first === undefined ? {} : { seq: first + i }),
+      }));
+      const inserted = new Set<string>();
+      for (let at = 0; at < rows.length; at += ROWS_CHUNK) {
+        const written = await trx
           .insertInto('inbox')
-          .values(seq === undefined ? row : { ...row, seq })
+          .values(rows.slice(at, at + ROWS_CHUNK))
           .onConflict((oc) => oc.column('id').doNothing())
-          .executeTakeFirst();
-        const stored = await trx
-          .selectFrom('inbox')
-          .selectAll()
-          .where('id', '=', message.id)
-          .executeTakeFirstOrThrow();
-        const inserted = Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
-        return { entry: fromRow(stored), duplicate: !inserted };
+          .returning('id')
+          .execute();
+        for (const row of written) inserted.add(row.id);
+      }
+      const stored = new Map<string, Selectable<InboxTable>>();
+      for (const chunk of chunks([...unique.keys()])) {
+        const found = await trx.selectFrom('inbox').selectAll().where('id', 'in', chunk).execute();
+        for (const row of found) stored.set(row.id, row);
+      }
+      // A repeat within the batch is a duplicate of its first occurrence.
+      return messages.map((message) => {
+        const duplicate = !inserted.delete(message.id);
+        return { entry: fromRow(stored.get(message.id)!), duplicate };
       });
     });
   }
@@ -135,17 +204,20 @@ export class SqlInputInbox implements InputInbox {
   }
 }
 
-/** SQLite: the inbox counter's next value, in the caller's transaction (one atomic upsert). */
-async function nextSeq(trx: Kysely<Database>): Promise<number> {
+/**
+ * SQLite: reserves `count` numbers of the inbox counter in the caller's transaction (one atomic
+ * upsert) and returns the first.
+ */
+async function reserveSeqs(trx: Kysely<Database>, count: number): Promise<number> {
   const row = await trx
     .insertInto('inbox_counter')
-    .values({ name: 'inbox', value: 1 })
+    .values({ name: 'inbox', value: count })
     .onConflict((oc) =>
-      oc.column('name').doUpdateSet((eb) => ({ value: eb('inbox_counter.value', '+', 1) })),
+      oc.column('name').doUpdateSet((eb) => ({ value: eb('inbox_counter.value', '+', count) })),
     )
     .returning('value')
     .executeTakeFirstOrThrow();
-  return Number(row.value);
+  return Number(row.value) - count + 1;
 }
 
 /** `ids`, normalised, in lists of at most `IDS_CHUNK`, without duplicates; none for none. */

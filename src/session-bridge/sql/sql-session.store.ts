@@ -37,6 +37,9 @@ export class SqlSessionStore implements SessionStore {
   async ensure(sessionId: string, defaults: StoredSettings = {}): Promise<SessionSettings> {
     sessionId = normaliseText(sessionId);
     return guarded('sessions', 'create settings', async () => {
+      // Settings usually exist (every input ensures them): one read, no write, then.
+      const existing = await this.get(sessionId);
+      if (existing) return existing;
       const settings = withoutSessionId(normaliseDeep(defaults));
       const now = new Date().toISOString();
       await this.db

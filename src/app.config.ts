@@ -31,6 +31,12 @@ export interface AppConfig {
     keepAliveTimeoutMs: number;
     maxConnections: number;
   };
+  /** Requests per minute per client address (`HTTP_*_RATE_LIMIT`). */
+  rateLimits: {
+    public: { limit: number; ttlMs: number };
+    admin: { limit: number; ttlMs: number };
+    auth: { limit: number; ttlMs: number };
+  };
 }
 
 /** A configuration error: one line naming the variable. */
@@ -69,6 +75,19 @@ function httpLimits(env: NodeJS.ProcessEnv): AppConfig['http'] {
     );
   }
   return limits;
+}
+
+/** Per-minute rate limits per client address; the defaults are `ApiModule`'s. */
+function rateLimits(env: NodeJS.ProcessEnv): AppConfig['rateLimits'] {
+  const perMinute = (name: string, fallback: number) => ({
+    limit: positive(env, name, fallback),
+    ttlMs: 60_000,
+  });
+  return {
+    public: perMinute('HTTP_PUBLIC_RATE_LIMIT', 120),
+    admin: perMinute('HTTP_ADMIN_RATE_LIMIT', 1200),
+    auth: perMinute('HTTP_AUTH_RATE_LIMIT', 20),
+  };
 }
 
 function url(name: string, raw: string, protocols: string[]): string {
@@ -150,6 +169,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     redisUrl: redis ? distributed(url('REDIS_URL', redis, ['redis:', 'rediss:'])) : undefined,
     limits: limits(env),
     http: httpLimits(env),
+    rateLimits: rateLimits(env),
   };
 }
 

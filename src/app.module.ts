@@ -30,7 +30,11 @@ export class AppConfigModule {}
     }),
     ApiModule.forRootAsync({
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({ adminToken: config.adminToken, http: config.http }),
+      useFactory: (config: AppConfig) => ({
+        adminToken: config.adminToken,
+        http: config.http,
+        rateLimits: config.rateLimits,
+      }),
     }),
   ],
 })

@@ -212,7 +212,7 @@ export class AgentService
 
   /** Whether a new input of the session would find its waiting list full (`maxWaiting`). */
   isQueueFull(sessionId: string): boolean {
-    return this.dispatcher.view.waiting(sessionId).length >= this.options.maxWaiting;
+    return this.dispatcher.view.waitingCount(sessionId) >= this.options.maxWaiting;
   }
 
   /** The session's waiting inputs (S8), from this instance's view. */

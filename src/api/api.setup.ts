@@ -9,6 +9,7 @@ import { applyHttpLimits } from './http/http-limits';
 import { HttpShutdown } from './http/http-shutdown';
 import type { HttpRequest, HttpResponse, Middleware, NextFn } from './http/http-types';
 import { RATE_BUCKETS, RateLimiter } from './http/rate-limiter';
+import { pacedRequests } from './http/request-pacer';
 import { AgentIoAdapter } from './socket/agent-io.adapter';
 
 /** Media types parsed as JSON; every other body is refused with 415. */
@@ -66,6 +67,7 @@ export function setupApi(app: INestApplication): void {
   const options = app.get<ResolvedApiOptions>(API_OPTIONS);
   applyHttpLimits(app.getHttpServer() as Server, options.http);
   app.use(refuseWhileClosing(app.get(HttpShutdown)));
+  app.use(pacedRequests(['/health']));
   app.use(jsonBodiesOnly());
   (app as NestExpressApplication).useBodyParser('json', {
     limit: options.bodyLimit,

@@ -21,6 +21,8 @@ export interface DispatchView {
   runningTurn(sessionId: string): string | undefined;
   /** The session's waiting inputs in arrival order (S8) as this instance knows them. */
   waiting(sessionId: string): IncomingMessage[];
+  /** How many inputs of the session wait, as this instance knows it (without the list). */
+  waitingCount(sessionId: string): number;
   /** Sessions with a running turn or waiting inputs, as this instance knows them. */
   activeSessions(): string[];
   /** Whether a hold covers the session now. */
@@ -87,6 +89,8 @@ export interface SessionLanes {
   resume(): void;
   /** The session's waiting inputs in arrival order (S8). */
   waiting(sessionId: string): IncomingMessage[];
+  /** How many inputs of the session wait (pending insertions and queued), in constant time. */
+  waitingCount(sessionId: string): number;
   /** The session's running turn id, if any. */
   runningTurn(sessionId: string): string | undefined;
   /** Sessions with a running turn or waiting inputs. */

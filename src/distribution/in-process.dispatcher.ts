@@ -27,6 +27,7 @@ export class InProcessDispatcher implements WorkDispatcher {
     this.view = {
       runningTurn: (sessionId) => lanes.runningTurn(sessionId),
       waiting: (sessionId) => lanes.waiting(sessionId),
+      waitingCount: (sessionId) => lanes.waitingCount(sessionId),
       activeSessions: () => lanes.activeSessions(),
       isHeld: (sessionId) => this.holds.isHeld(sessionId),
     };

@@ -724,7 +724,14 @@ describe('rate limits (@nestjs/throttler)', () => {
   });
   afterAll(() => a?.close());
 
-  it.each(['/health', '/metrics', '/docs-json'])(
+  it('/health is never rate limited: past the public limit it still answers 200', async () => {
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push((await a.http().get('/health')).status);
+
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
+  });
+
+  it.each(['/metrics', '/docs-json'])(
     'public route %s: 429 in the error shape past the limit',
     async (path) => {
       const statuses = [];

@@ -98,6 +98,22 @@ describe('the server process (src/main.ts)', () => {
     expect(ms).toBeLessThan(2500);
   });
 
+  it('HTTP_ADMIN_RATE_LIMIT: admin requests past the per-minute limit get 429 with Retry-After', async () => {
+    proc = ServerProcess.start({
+      AGENT_ADMIN_TOKEN: TEST_TOKEN,
+      LLM_BASE_URL: server.url,
+      HTTP_ADMIN_RATE_LIMIT: '2',
+    });
+    const url = await proc.url();
+    const get = () =>
+      request(url).get('/agent/sessions/rl/history').set('Authorization', `Bearer ${TEST_TOKEN}`);
+
+    const answers = [await get(), await get(), await get()];
+
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 429]);
+    expect(Number(answers[2].headers['retry-after'])).toBeGreaterThan(0);
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -109,6 +125,8 @@ describe('the server process (src/main.ts)', () => {
     ['HTTP_MAX_CONNECTIONS', 'lots'],
     ['HTTP_REQUEST_TIMEOUT_MS', '0'],
     ['HTTP_HEADERS_TIMEOUT_MS', '90000'],
+    ['HTTP_ADMIN_RATE_LIMIT', '0'],
+    ['HTTP_PUBLIC_RATE_LIMIT', 'many'],
   ])(
     'bad configuration %s=%s: exits non-zero printing one line naming the variable',
     async (name, value) => {

@@ -80,6 +80,9 @@ export class ApiApp {
       HTTP_REQUEST_TIMEOUT_MS: undefined,
       HTTP_KEEP_ALIVE_TIMEOUT_MS: undefined,
       HTTP_MAX_CONNECTIONS: undefined,
+      HTTP_PUBLIC_RATE_LIMIT: undefined,
+      HTTP_ADMIN_RATE_LIMIT: undefined,
+      HTTP_AUTH_RATE_LIMIT: undefined,
       ...options.env,
     };
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));

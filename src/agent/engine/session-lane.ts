@@ -66,6 +66,13 @@ export class SessionLane<T = unknown> {
     return this.waiting.map((w) => w.input);
   }
 
+  /** `pick` of each waiting input's payload, in arrival order, in one pass (S8). */
+  waitingPayloads<R>(pick: (payload: T) => R): R[] {
+    const out = new Array<R>(this.waiting.length);
+    for (let i = 0; i < out.length; i++) out[i] = pick(this.waiting[i].input.payload);
+    return out;
+  }
+
   /**
    * An input arrives: a human input joins a running human-opened turn that still accepts
    * insertions (pending insertion); everything else queues (S2). Call `openNext` afterwards.

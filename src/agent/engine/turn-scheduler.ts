@@ -68,7 +68,11 @@ export class TurnScheduler implements SessionLanes {
   }
 
   waiting(sessionId: string): IncomingMessage[] {
-    return (this.lanes.get(sessionId)?.waitingInputs() ?? []).map((i) => i.payload.message);
+    return this.lanes.get(sessionId)?.waitingPayloads((input) => input.message) ?? [];
+  }
+
+  waitingCount(sessionId: string): number {
+    return this.lanes.get(sessionId)?.waitingCount ?? 0;
   }
 
   runningTurn(sessionId: string): string | undefined {
@@ -220,10 +224,9 @@ export class TurnScheduler implements SessionLanes {
     if (key) this.announced.set(sessionId, key);
     else this.announced.delete(sessionId);
     if (!this.ports.events.hasListeners('agent:queue')) return;
-    const waiting = lane?.waitingInputs() ?? [];
     this.ports.events.emit('agent:queue', {
       sessionId,
-      waiting: waiting.map((i) => i.payload.message),
+      waiting: lane?.waitingPayloads((input) => input.message) ?? [],
     });
   }
 }

@@ -20,22 +20,24 @@ import { THROTTLERS } from '../api.module-definition';
 import { Public } from '../auth/auth.decorators';
 import type { HttpResponse } from '../http/http-types';
 import { AgentMetrics } from '../metrics/agent-metrics.service';
-import { SingleFlight, withTimeout } from './probe';
+import { CachedProbe, SingleFlight, withTimeout } from './probe';
 
 const messageOf = (error: unknown) => (error as Error)?.message ?? String(error);
 
 /**
  * `GET /health`: liveness and readiness of the store, the queue and the model provider. Each
  * probe is bounded by `HEALTH_PROBE_TIMEOUT_MS` (a component that does not answer in time is
- * down, "timed out after 1.5 s"), so the answer comes within 2 s whatever hangs.
+ * down, "timed out after 1.5 s"), so the answer comes within 2 s whatever hangs. The store is
+ * asked on every check; a model provider's ping result stands `MODEL_PING_TTL_MS` (see
+ * `CachedProbe`). Never rate limited: probes must not be turned away.
  */
 @ApiTags('operations')
 @Public()
-@SkipThrottle({ [THROTTLERS.admin]: true })
+@SkipThrottle({ [THROTTLERS.admin]: true, [THROTTLERS.public]: true })
 @Controller('health')
 export class HealthController {
   private readonly storeProbe = new SingleFlight<number>();
-  private readonly pings = new Map<string, SingleFlight<void>>();
+  private readonly pings = new Map<string, CachedProbe>();
 
   constructor(
     private readonly health: HealthCheckService,
@@ -98,9 +100,9 @@ export class HealthController {
     return indicator.up({ providers: providers.map((p) => p.id) });
   }
 
-  private pingOf(providerId: string): SingleFlight<void> {
-    let flight = this.pings.get(providerId);
-    if (!flight) this.pings.set(providerId, (flight = new SingleFlight()));
-    return flight;
+  private pingOf(providerId: string): CachedProbe {
+    let probe = this.pings.get(providerId);
+    if (!probe) this.pings.set(providerId, (probe = new CachedProbe()));
+    return probe;
   }
 }

@@ -6,6 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  */
 export interface HttpRequest extends IncomingMessage {
   ip?: string;
+  /** The path of the URL, without the query. */
+  path: string;
   /** The matching media type, `false` when the body has another type, `null` without body. */
   is(types: string[]): string | false | null;
 }

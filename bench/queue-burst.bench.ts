@@ -130,6 +130,8 @@ interface Run {
   idle: Record<ProbeMode, number>;
   during: Record<ProbeMode, number>;
   probes: number;
+  /** Inputs answered per second during the burst. */
+  inputsPerSecond: number;
 }
 
 /** Idle probes, then the burst with probes of both modes at once. */
@@ -137,13 +139,15 @@ async function measure(url: string, headers: Record<string, string>): Promise<Ru
   await probe(url, 'fresh', new Promise((resolve) => setTimeout(resolve, 300))); // warm-up
   const idleDone = new Promise((resolve) => setTimeout(resolve, 1000));
   const idle = await Promise.all(MODES.map((mode) => probe(url, mode, idleDone)));
-  const sending = burst(url, headers);
+  const started = performance.now();
+  const sending = burst(url, headers).then(() => performance.now() - started);
   const during = await Promise.all(MODES.map((mode) => probe(url, mode, sending)));
-  await sending;
+  const burstMs = await sending;
   return {
     idle: { fresh: percentile(idle[0], 99), 'keep-alive': percentile(idle[1], 99) },
     during: { fresh: percentile(during[0], 99), 'keep-alive': percentile(during[1], 99) },
     probes: during[0].length + during[1].length,
+    inputsPerSecond: (INPUTS * 1000) / burstMs,
   };
 }
 
@@ -222,8 +226,10 @@ export async function benchQueueBurst(): Promise<string> {
     row('bare node:http, during the burst (baseline)', bare, 'during'),
     row('agent server, idle', agent, 'idle'),
     row('agent server, during the burst', agent, 'during'),
+
     '',
     `During the burst, agent / bare: ${ratio('fresh')}x (fresh connection), ${ratio('keep-alive')}x (keep-alive). ` +
+      `Inputs answered per second during the burst: bare ${median(bare.map((r) => r.inputsPerSecond)).toFixed(0)}, agent ${median(agent.map((r) => r.inputsPerSecond)).toFixed(0)}. ` +
       `The subscriber received a median of ${median(agent.map((r) => r.queueMessages))} \`queue\` messages for ${INPUTS} queue changes.`,
   ].join('\n');
 }

@@ -1,0 +1,217 @@
+/**
+ * The steady turn of the performance benchmarks (issue 15), shared by every bench that measures
+ * it: a zero-latency streaming model in this process (no HTTP), a 50-message history window,
+ * one tool call per turn, five no-op hooks, one prompt contribution, in-memory stores. The
+ * model answers a user message with a `lookup` tool call and the tool result with a text
+ * streamed in `ANSWER_CHUNKS` chunks; usage is reported on the last chunk.
+ */
+import 'reflect-metadata';
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { EventEmitterModule } from '@nestjs/event-emitter';
+import {
+  AgentModule,
+  AgentService,
+  HookRegistry,
+  MemoryMessageLog,
+  PromptAssembler,
+  ToolRegistry,
+  type ChatRequest,
+  type ChatStreamChunk,
+  type HistoryQuery,
+  type HistoryStore,
+  type LlmProvider,
+  type Message,
+  type ModelCapabilities,
+  type ModelMessage,
+} from '../../src';
+
+/** Chunks of the streamed answer. */
+export const ANSWER_CHUNKS = 8;
+/** The history window of the steady turn. */
+export const HISTORY_LIMIT = 50;
+/** Turns run before measuring, so the window is full. */
+export const WARM_UP_TURNS = 20;
+
+const CAPABILITIES: ModelCapabilities = {
+  contextWindow: 128_000,
+  maxOutputTokens: 4_096,
+  vision: false,
+  tools: true,
+};
+
+const ANSWER = 'The lookup says the answer is forty-two, as it always was and will be.';
+const PIECES = Array.from({ length: ANSWER_CHUNKS }, (_, i) =>
+  ANSWER.slice(
+    Math.floor((i * ANSWER.length) / ANSWER_CHUNKS),
+    Math.floor(((i + 1) * ANSWER.length) / ANSWER_CHUNKS),
+  ),
+);
+
+let callIds = 0;
+
+/** What the zero-latency model answers to `messages`: a tool call, or the streamed text. */
+export function* answerChunks(messages: readonly ModelMessage[]): Generator<ChatStreamChunk> {
+  const last = messages[messages.length - 1];
+  if (last?.role !== 'tool') {
+    yield {
+      toolCalls: [
+        {
+          id: `call_${++callIds}`,
+          type: 'function',
+          function: { name: 'lookup', arguments: '{"q":"the answer"}' },
+        },
+      ],
+      usage: { promptTokens: 900, completionTokens: 12 },
+    };
+    return;
+  }
+  for (let i = 0; i < PIECES.length; i++) {
+    yield i === PIECES.length - 1
+      ? { contentDelta: PIECES[i], usage: { promptTokens: 950, completionTokens: 16 } }
+      : { contentDelta: PIECES[i] };
+  }
+}
+
+/** A streaming model with no latency at all: every chunk is ready at once. */
+export class ZeroLatencyProvider implements LlmProvider {
+  readonly id = 'zero';
+  readonly defaultModel = 'gpt-4o-mini';
+  calls = 0;
+
+  capabilities(): ModelCapabilities {
+    return CAPABILITIES;
+  }
+
+  async chat(request: ChatRequest) {
+    let content = '';
+    let toolCalls;
+    for (const chunk of answerChunks(request.messages)) {
+      content += chunk.contentDelta ?? '';
+      toolCalls ??= chunk.toolCalls;
+    }
+    return { content, toolCalls };
+  }
+
+  async *stream(request: ChatRequest): AsyncGenerator<ChatStreamChunk> {
+    this.calls++;
+    yield* answerChunks(request.messages);
+  }
+}
+
+/** The `lookup` tool of the steady turn. */
+export const LOOKUP_TOOL = {
+  name: 'lookup',
+  description: 'Looks a question up and returns what it found.',
+  parameters: {
+    type: 'object',
+    properties: { q: { type: 'string', description: 'the question' } },
+    required: ['q'],
+  },
+  handler: () => 'forty-two',
+};
+
+/**
+ * A host's own history store: what a database gives back, fresh objects on every read and no
+ * stored token counts (the store does not keep `metadata.tokenCount`).
+ */
+export class HostHistoryStore implements HistoryStore {
+  constructor(private readonly inner: MemoryMessageLog) {}
+
+  async history(sessionId: string, query?: HistoryQuery): Promise<Message[]> {
+    const rows = await this.inner.history(sessionId, query);
+    return rows.map((row) => {
+      const fresh = JSON.parse(JSON.stringify(row)) as Message;
+      delete fresh.metadata.tokenCount;
+      return fresh;
+    });
+  }
+
+  count(sessionId: string): Promise<number> {
+    return this.inner.count(sessionId);
+  }
+
+  clear(sessionId?: string): Promise<void> {
+    return this.inner.clear(sessionId);
+  }
+
+  rollbackTurn(sessionId: string, turnId: string): Promise<number> {
+    return this.inner.rollbackTurn(sessionId, turnId);
+  }
+
+  deleteSession(sessionId: string): Promise<void> {
+    return this.inner.deleteSession(sessionId);
+  }
+}
+
+/** An agent set up for the steady turn. */
+export interface SteadyAgent {
+  app: INestApplicationContext;
+  agent: AgentService;
+  provider: ZeroLatencyProvider;
+  close(): Promise<void>;
+}
+
+/** Builds the agent; `hostStore` puts a `HostHistoryStore` in front of the memory log. */
+export async function steadyAgent(options: { hostStore?: boolean } = {}): Promise<SteadyAgent> {
+  const provider = new ZeroLatencyProvider();
+  const log = new MemoryMessageLog();
+  @Module({
+    imports: [
+      EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
+      AgentModule.forRoot({
+        llmProvider: provider,
+        historyLimit: HISTORY_LIMIT,
+        systemPrompt: 'You are a helpful assistant. Answer briefly and look things up first.',
+        messageArchive: log,
+        historyStore: options.hostStore ? new HostHistoryStore(log) : log,
+      }),
+    ],
+  })
+  class SteadyModule {}
+  const app = await NestFactory.createApplicationContext(SteadyModule, { logger: false });
+  app.get(ToolRegistry).register(LOOKUP_TOOL);
+  const hooks = app.get(HookRegistry);
+  for (const name of [
+    'agent:input:before',
+    'agent:turn:before',
+    'agent:llm:before',
+    'agent:llm:after',
+    'agent:turn:after',
+  ]) {
+    hooks.use(name, async (_ctx, next) => next());
+  }
+  app.get(PromptAssembler).register({
+    key: 'persona-note',
+    bucket: 'persona',
+    build: () => 'Keep answers under three sentences.',
+  });
+  return { app, agent: app.get(AgentService), provider, close: () => app.close() };
+}
+
+/**
+ * The same model and tool calls without the agent: the provider streamed twice per turn (tool
+ * call, then answer), the tool run, the messages kept in a plain array cut to the window.
+ */
+export async function bareTurn(
+  provider: ZeroLatencyProvider,
+  history: ModelMessage[],
+  question: string,
+): Promise<void> {
+  const signal = new AbortController().signal;
+  history.push({ role: 'user', content: question });
+  let toolCalls;
+  for await (const chunk of provider.stream({ model: 'bare', messages: history, signal })) {
+    toolCalls ??= chunk.toolCalls;
+  }
+  history.push({ role: 'assistant', content: '', toolCalls });
+  for (const call of toolCalls ?? []) {
+    history.push({ role: 'tool', toolCallId: call.id, content: String(LOOKUP_TOOL.handler()) });
+  }
+  let answer = '';
+  for await (const chunk of provider.stream({ model: 'bare', messages: history, signal })) {
+    answer += chunk.contentDelta ?? '';
+  }
+  history.push({ role: 'assistant', content: answer });
+  if (history.length > HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT);
+}

@@ -41,17 +41,26 @@ const CAPABILITIES: ModelCapabilities = {
 };
 
 const ANSWER = 'The lookup says the answer is forty-two, as it always was and will be.';
-const PIECES = Array.from({ length: ANSWER_CHUNKS }, (_, i) =>
-  ANSWER.slice(
-    Math.floor((i * ANSWER.length) / ANSWER_CHUNKS),
-    Math.floor(((i + 1) * ANSWER.length) / ANSWER_CHUNKS),
-  ),
-);
+
+/** The answer cut into `count` pieces (at least one character each past the text's length). */
+function piecesOf(count: number): string[] {
+  const text = ANSWER.padEnd(count, '.');
+  return Array.from({ length: count }, (_, i) =>
+    text.slice(Math.floor((i * text.length) / count), Math.floor(((i + 1) * text.length) / count)),
+  );
+}
+const PIECES = piecesOf(ANSWER_CHUNKS);
 
 let callIds = 0;
 
-/** What the zero-latency model answers to `messages`: a tool call, or the streamed text. */
-export function* answerChunks(messages: readonly ModelMessage[]): Generator<ChatStreamChunk> {
+/**
+ * What the zero-latency model answers to `messages`: a tool call, or the streamed text in
+ * `pieces` chunks.
+ */
+export function* answerChunks(
+  messages: readonly ModelMessage[],
+  pieces: readonly string[] = PIECES,
+): Generator<ChatStreamChunk> {
   const last = messages[messages.length - 1];
   if (last?.role !== 'tool') {
     yield {
@@ -66,10 +75,10 @@ export function* answerChunks(messages: readonly ModelMessage[]): Generator<Chat
     };
     return;
   }
-  for (let i = 0; i < PIECES.length; i++) {
-    yield i === PIECES.length - 1
-      ? { contentDelta: PIECES[i], usage: { promptTokens: 950, completionTokens: 16 } }
-      : { contentDelta: PIECES[i] };
+  for (let i = 0; i < pieces.length; i++) {
+    yield i === pieces.length - 1
+      ? { contentDelta: pieces[i], usage: { promptTokens: 950, completionTokens: 16 } }
+      : { contentDelta: pieces[i] };
   }
 }
 
@@ -78,6 +87,12 @@ export class ZeroLatencyProvider implements LlmProvider {
   readonly id = 'zero';
   readonly defaultModel = 'gpt-4o-mini';
   calls = 0;
+  private readonly pieces: string[];
+
+  /** `chunks`: how many chunks the answer streams in. */
+  constructor(chunks = ANSWER_CHUNKS) {
+    this.pieces = piecesOf(chunks);
+  }
 
   capabilities(): ModelCapabilities {
     return CAPABILITIES;
@@ -86,7 +101,7 @@ export class ZeroLatencyProvider implements LlmProvider {
   async chat(request: ChatRequest) {
     let content = '';
     let toolCalls;
-    for (const chunk of answerChunks(request.messages)) {
+    for (const chunk of answerChunks(request.messages, this.pieces)) {
       content += chunk.contentDelta ?? '';
       toolCalls ??= chunk.toolCalls;
     }
@@ -95,7 +110,7 @@ export class ZeroLatencyProvider implements LlmProvider {
 
   async *stream(request: ChatRequest): AsyncGenerator<ChatStreamChunk> {
     this.calls++;
-    yield* answerChunks(request.messages);
+    yield* answerChunks(request.messages, this.pieces);
   }
 }
 
@@ -152,9 +167,19 @@ export interface SteadyAgent {
   close(): Promise<void>;
 }
 
-/** Builds the agent; `hostStore` puts a `HostHistoryStore` in front of the memory log. */
-export async function steadyAgent(options: { hostStore?: boolean } = {}): Promise<SteadyAgent> {
-  const provider = new ZeroLatencyProvider();
+/** Variations of the steady turn. */
+export interface SteadyOptions {
+  /** Put a `HostHistoryStore` in front of the memory log. */
+  hostStore?: boolean;
+  /** Chunks of the streamed answer (default `ANSWER_CHUNKS`). */
+  chunks?: number;
+  /** More no-op middlewares on `agent:llm:before` (run twice per turn), besides the five. */
+  extraHooks?: number;
+}
+
+/** Builds the agent of the steady turn. */
+export async function steadyAgent(options: SteadyOptions = {}): Promise<SteadyAgent> {
+  const provider = new ZeroLatencyProvider(options.chunks);
   const log = new MemoryMessageLog();
   @Module({
     imports: [
@@ -180,6 +205,9 @@ export async function steadyAgent(options: { hostStore?: boolean } = {}): Promis
     'agent:turn:after',
   ]) {
     hooks.use(name, async (_ctx, next) => next());
+  }
+  for (let i = 0; i < (options.extraHooks ?? 0); i++) {
+    hooks.use('agent:llm:before', async (_ctx, next) => next());
   }
   app.get(PromptAssembler).register({
     key: 'persona-note',

@@ -30,7 +30,32 @@ export function normaliseText(text: string): string {
  * itself.
  */
 export function normaliseDeep<T>(value: T): T {
+  // Nearly everything is clean: find that out without allocating, copy only when not.
+  if (isClean(value, 0)) return value;
   return walk(value, new Set()) as T;
+}
+
+/** Deeper than this, `isClean` leaves the answer to `walk` (which handles cycles). */
+const CLEAN_SCAN_DEPTH = 32;
+
+/** Whether no string in `value` (keys included) needs `normaliseText`; no allocation. */
+function isClean(value: unknown, depth: number): boolean {
+  if (typeof value === 'string') return !UNSTORABLE.test(value);
+  if (typeof value !== 'object' || value === null) return true;
+  if (depth > CLEAN_SCAN_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (const item of value) if (!isClean(item, depth + 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return true;
+  for (const key in value) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+    if (UNSTORABLE.test(key) || !isClean((value as Record<string, unknown>)[key], depth + 1)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 function walk(value: unknown, ancestors: Set<object>): unknown {

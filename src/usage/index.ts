@@ -4,6 +4,14 @@
  */
 export * from './encoding';
 export * from './token-estimator';
+export {
+  MESSAGE_OVERHEAD,
+  REPLY_PRIMING,
+  TOOL_CALL_OVERHEAD,
+  TOOL_DEFINITION_OVERHEAD,
+  toolDefinitionJson,
+  type TokenCounts,
+} from './message-texts';
 export * from './token-worker-pool';
 export * from './usage-breakdown';
 export * from './usage.tracker';

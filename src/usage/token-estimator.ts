@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { get_encoding, type Tiktoken } from 'tiktoken';
-import { WellKnownMetadataKeys, type ModelMessage, type ToolDefinition } from '../contracts';
+import type { ModelMessage, ToolDefinition } from '../contracts';
 import {
   encodingForModel,
   MAX_ENCODE_PIECE,
@@ -8,79 +8,44 @@ import {
   TOKEN_ENCODINGS,
   type TokenEncoding,
 } from './encoding';
+import { ContentCache } from './content-cache';
+import {
+  messageTexts,
+  persistedCount,
+  REPLY_PRIMING,
+  TOOL_DEFINITION_OVERHEAD,
+  toolDefinitionJson,
+  type TokenCounts,
+} from './message-texts';
 import { TokenWorkerPool } from './token-worker-pool';
 
 /** Injection token of optional `TokenEstimatorOptions`. */
 export const TOKEN_ESTIMATOR_OPTIONS = Symbol.for('agent:TokenEstimatorOptions');
 
-/** Options of the `TokenEstimator`. */
-export interface TokenEstimatorOptions {
-  /** Texts longer than this many characters are counted in a worker by the async methods. @default 20000 */
-  workerThreshold?: number;
-  /** Number of worker threads. @default 2 */
-  workers?: number;
-}
-
-/** Tokens every chat message costs besides its texts (OpenAI chat format). */
-export const MESSAGE_OVERHEAD = 3;
-/** Tokens every tool call of an assistant message costs besides its name and arguments. */
-export const TOOL_CALL_OVERHEAD = 3;
-/** Tokens that prime the model's reply; added once per message list. */
-export const REPLY_PRIMING = 3;
-/** Tokens every tool definition costs besides the JSON of its function definition. */
-export const TOOL_DEFINITION_OVERHEAD = 4;
 /** Default of `TokenEstimatorOptions.workerThreshold`. */
 export const DEFAULT_WORKER_THRESHOLD = 20_000;
 
-/** A token count per encoding: the shape of `metadata.tokenCount` on persisted messages. */
-export type TokenCounts = Partial<Record<TokenEncoding, number>>;
-
-/** The texts of a message that are counted, and its fixed overhead. */
-interface MessageTexts {
-  texts: string[];
-  overhead: number;
-}
-
-/**
- * The texts of a message that cost tokens: role, content, reasoning, and each tool call's name and
- * arguments. Images are not counted; the tool-call id of a tool result is not counted either.
- */
-function messageTexts(message: ModelMessage): MessageTexts {
-  const content = message.content as unknown;
-  const texts = [
-    String(message.role ?? ''),
-    typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content),
-  ];
-  if (message.reasoningContent) texts.push(message.reasoningContent);
-  const calls = message.toolCalls ?? [];
-  for (const call of calls) texts.push(call.function?.name ?? '', call.function?.arguments ?? '');
-  return { texts, overhead: MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * calls.length };
-}
-
-/** The JSON text a tool definition is counted as: `{ name, description, parameters }`. */
-export function toolDefinitionJson(tool: ToolDefinition): string {
-  return JSON.stringify({
-    name: tool.name,
-    description: tool.description,
-    parameters: tool.parameters,
-  });
-}
-
-/** A valid count in a stored `metadata.tokenCount`, if any. */
-function persistedCount(message: ModelMessage, encoding: TokenEncoding): number | undefined {
-  const stored = message.metadata?.[WellKnownMetadataKeys.TokenCount] as TokenCounts | undefined;
-  const value = stored && typeof stored === 'object' ? stored[encoding] : undefined;
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+/** Options of the `TokenEstimator`. */
+export interface TokenEstimatorOptions {
+  /**
+   * The async methods count in worker threads a text longer than this many characters, and
+   * every uncached text of a list whose uncached texts add up to more. @default 20000
+   */
+  workerThreshold?: number;
+  /** Number of worker threads. @default 2 */
+  workers?: number;
 }
 
 /**
  * Counts tokens with tiktoken for usage accounting (U2, U4, U7).
  *
  * Both encoders are created once, at construction, and freed by `dispose()` (also run on
- * application shutdown). Message and tool-list counts are cached by object identity, so counted
- * messages and tool arrays must be treated as immutable: whoever changes a message's content
- * must make a new object and drop its `metadata.tokenCount`. A count persisted in
- * `metadata.tokenCount[encoding]` is trusted without encoding.
+ * application shutdown). Counts are cached three ways: texts by content (so a store that
+ * returns fresh objects costs no more than one that returns the same ones), messages and tool
+ * definitions by object identity. Counted messages and tools must therefore be treated as
+ * immutable: whoever changes a message's content must make a new object and drop its
+ * `metadata.tokenCount`. A count persisted in `metadata.tokenCount[encoding]` is trusted
+ * without encoding.
  */
 @Injectable()
 export class TokenEstimator implements OnApplicationShutdown {
@@ -90,6 +55,9 @@ export class TokenEstimator implements OnApplicationShutdown {
   private encoders: Map<TokenEncoding, Tiktoken> | undefined;
   private messageCache = new WeakMap<object, TokenCounts>();
   private toolCache = new WeakMap<object, TokenCounts>();
+  private readonly contentCaches = new Map<TokenEncoding, ContentCache>(
+    TOKEN_ENCODINGS.map((name) => [name, new ContentCache()]),
+  );
   private readonly pool: TokenWorkerPool;
   private closing: Promise<void> | undefined;
   private workerFallbackLogged = false;
@@ -106,15 +74,24 @@ export class TokenEstimator implements OnApplicationShutdown {
     return encodingForModel(model, override);
   }
 
-  /** Tokens of a plain text (special-token markers are counted as ordinary text). */
+  /**
+   * Tokens of a plain text (special-token markers are counted as ordinary text); a text counted
+   * before is not encoded again.
+   */
   countText(text: string, encoding: TokenEncoding): number {
     if (!text) return 0;
     const encoder = this.encoder(encoding);
-    if (text.length <= MAX_ENCODE_PIECE) return encoder.encode_ordinary(text).length;
+    const cache = this.contentCache(encoding);
+    const cached = cache.get(text);
+    if (cached !== undefined) return cached;
     let total = 0;
-    for (const piece of splitForCounting(text, MAX_ENCODE_PIECE)) {
-      total += encoder.encode_ordinary(piece).length;
+    if (text.length <= MAX_ENCODE_PIECE) total = encoder.encode_ordinary(text).length;
+    else {
+      for (const piece of splitForCounting(text, MAX_ENCODE_PIECE)) {
+        total += encoder.encode_ordinary(piece).length;
+      }
     }
+    cache.set(text, total);
     return total;
   }
 
@@ -141,17 +118,21 @@ export class TokenEstimator implements OnApplicationShutdown {
 
   /**
    * Tokens of the tool definitions: per tool, the JSON of `{ name, description, parameters }`
-   * plus 4. 0 for none. Cached by array identity.
+   * plus 4. 0 for none. Cached per tool definition object (the list is often a fresh copy).
    */
   countTools(tools: readonly ToolDefinition[] | undefined, encoding: TokenEncoding): number {
     if (!tools || tools.length === 0) return 0;
-    const cached = this.toolCache.get(tools)?.[encoding];
-    if (cached !== undefined) return cached;
     let total = 0;
     for (const tool of tools) {
-      total += TOOL_DEFINITION_OVERHEAD + this.countText(toolDefinitionJson(tool), encoding);
+      let counts = this.toolCache.get(tool);
+      let count = counts?.[encoding];
+      if (count === undefined) {
+        count = TOOL_DEFINITION_OVERHEAD + this.countText(toolDefinitionJson(tool), encoding);
+        if (!counts) this.toolCache.set(tool, (counts = {}));
+        counts[encoding] = count;
+      }
+      total += count;
     }
-    this.toolCache.set(tools, { ...this.toolCache.get(tools), [encoding]: total });
     return total;
   }
 
@@ -175,48 +156,54 @@ export class TokenEstimator implements OnApplicationShutdown {
    */
   async countTextAsync(text: string, encoding: TokenEncoding): Promise<number> {
     if (text.length <= this.workerThreshold) return this.countText(text, encoding);
-    this.encoder(encoding);
-    try {
-      return await this.pool.count(text, encoding);
-    } catch (error) {
-      if (!this.encoders) throw error;
-      if (!this.workerFallbackLogged) {
-        this.workerFallbackLogged = true;
-        this.logger.warn(`token worker failed, counting inline: ${(error as Error).message}`);
-      }
-      return this.countText(text, encoding);
-    }
+    return this.countOffLoop(text, encoding);
   }
 
-  /** Like `countMessage`, counting large texts in a worker; fills the same cache. */
+  /** Like `countMessage`, counting large texts in a worker; fills the same caches. */
   async countMessageAsync(message: ModelMessage, encoding: TokenEncoding): Promise<number> {
     const known = this.knownCount(message, encoding);
     if (known !== undefined) return known;
-    const { texts, overhead } = messageTexts(message);
-    if (!texts.some((text) => text.length > this.workerThreshold)) {
+    if (this.uncachedChars(message, encoding) <= this.workerThreshold) {
       return this.countMessage(message, encoding);
     }
-    const counts = await Promise.all(texts.map((text) => this.countTextAsync(text, encoding)));
-    return this.remember(
-      message,
-      encoding,
-      counts.reduce((sum, n) => sum + n, overhead),
-    );
+    return this.countMessageOffLoop(message, encoding);
   }
 
-  /** Like `countMessages`, counting large uncached messages in worker threads. */
+  /**
+   * Like `countMessages`, without stalling the event loop: when every count is known it adds
+   * them up at once (no promise per message); when the uncached texts add up to at most
+   * `workerThreshold` characters (a few milliseconds of encoding) they are counted inline;
+   * beyond that every uncached text is counted in the worker threads, whatever the size of
+   * each message. Fills the same caches, so the synchronous methods then only hit them.
+   */
   async countMessagesAsync(
     messages: readonly ModelMessage[],
     encoding: TokenEncoding,
   ): Promise<number> {
-    const counts = await Promise.all(messages.map((m) => this.countMessageAsync(m, encoding)));
-    return counts.reduce((sum, n) => sum + n, REPLY_PRIMING);
+    let total = REPLY_PRIMING;
+    let uncached = 0;
+    const open: ModelMessage[] = [];
+    for (const message of messages) {
+      const known = this.knownCount(message, encoding);
+      if (known !== undefined) total += known;
+      else {
+        open.push(message);
+        uncached += this.uncachedChars(message, encoding);
+      }
+    }
+    if (uncached <= this.workerThreshold) {
+      for (const message of open) total += this.countMessage(message, encoding);
+      return total;
+    }
+    const counts = await Promise.all(open.map((m) => this.countMessageOffLoop(m, encoding)));
+    return counts.reduce((sum, n) => sum + n, total);
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */
   clearCache(): void {
     this.messageCache = new WeakMap();
     this.toolCache = new WeakMap();
+    for (const cache of this.contentCaches.values()) cache.clear();
   }
 
   /** Whether `dispose()` has run. */
@@ -244,6 +231,58 @@ export class TokenEstimator implements OnApplicationShutdown {
     const encoder = this.encoders.get(encoding);
     if (!encoder) throw new Error(`Unknown token encoding: ${String(encoding)}`);
     return encoder;
+  }
+
+  private contentCache(encoding: TokenEncoding): ContentCache {
+    const cache = this.contentCaches.get(encoding);
+    if (!cache) throw new Error(`Unknown token encoding: ${String(encoding)}`);
+    return cache;
+  }
+
+  /** Characters of the message's texts that are not in the content cache. */
+  private uncachedChars(message: ModelMessage, encoding: TokenEncoding): number {
+    const cache = this.contentCache(encoding);
+    let chars = 0;
+    for (const text of messageTexts(message).texts) {
+      if (text && cache.get(text) === undefined) chars += text.length;
+    }
+    return chars;
+  }
+
+  /** The message counted with its uncached texts encoded in the workers. */
+  private async countMessageOffLoop(message: ModelMessage, encoding: TokenEncoding) {
+    const { texts, overhead } = messageTexts(message);
+    const counts = await Promise.all(
+      texts.map((text) =>
+        text.length > this.workerThreshold
+          ? this.countTextAsync(text, encoding)
+          : this.countOffLoop(text, encoding),
+      ),
+    );
+    return this.remember(
+      message,
+      encoding,
+      counts.reduce((sum, n) => sum + n, overhead),
+    );
+  }
+
+  /** One text counted in a worker (cached ones are not sent); inline if the worker fails. */
+  private async countOffLoop(text: string, encoding: TokenEncoding): Promise<number> {
+    this.encoder(encoding);
+    const cached = text ? this.contentCache(encoding).get(text) : 0;
+    if (cached !== undefined) return cached;
+    try {
+      const count = await this.pool.count(text, encoding);
+      this.contentCache(encoding).set(text, count);
+      return count;
+    } catch (error) {
+      if (!this.encoders) throw error;
+      if (!this.workerFallbackLogged) {
+        this.workerFallbackLogged = true;
+        this.logger.warn(`token worker failed, counting inline: ${(error as Error).message}`);
+      }
+      return this.countText(text, encoding);
+    }
   }
 
   private knownCount(message: ModelMessage, encoding: TokenEncoding): number | undefined {

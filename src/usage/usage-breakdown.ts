@@ -73,8 +73,8 @@ export function countConversationMessages(messages: readonly BucketableMessage[]
  * `toolResults`; everything else to `history`.
  */
 export function classifyMessage(message: BucketableMessage): MessageSlot {
-  if (message.role === 'tool') return { bucket: 'toolResults' };
-  if (message.role !== 'system') return { bucket: 'history' };
+  if (message.role === 'tool') return TOOL_RESULTS_SLOT;
+  if (message.role !== 'system') return HISTORY_SLOT;
   const bucket = message.metadata?.bucket;
   const injector = message.metadata?.injector;
   const key = typeof injector === 'string' && injector !== '' ? injector : undefined;
@@ -83,13 +83,22 @@ export function classifyMessage(message: BucketableMessage): MessageSlot {
       ? { bucket: bucket as ContributionBucket, injector: key }
       : { bucket: bucket as ContributionBucket };
   }
-  if (isControlMessage(message)) return { bucket: 'history' };
+  if (isControlMessage(message)) return HISTORY_SLOT;
   return key ? { bucket: 'systemOther', injector: key } : { bucket: 'systemOther' };
 }
 
+/** The slots of most messages, shared (slots are read, never changed). */
+const TOOL_RESULTS_SLOT: MessageSlot = Object.freeze({ bucket: 'toolResults' });
+const HISTORY_SLOT: MessageSlot = Object.freeze({ bucket: 'history' });
+
+/** Every bucket at 0, copied by `emptyBreakdown` (one object spread, no entries arrays). */
+const ZERO_BREAKDOWN = Object.freeze(
+  Object.fromEntries(USAGE_BUCKETS.map((bucket) => [bucket, 0])) as UsageBreakdown,
+);
+
 /** A breakdown with every bucket at 0. */
 export function emptyBreakdown(): UsageBreakdown {
-  return Object.fromEntries(USAGE_BUCKETS.map((bucket) => [bucket, 0])) as UsageBreakdown;
+  return { ...ZERO_BREAKDOWN };
 }
 
 /**

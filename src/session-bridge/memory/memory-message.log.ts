@@ -13,12 +13,20 @@ import {
 
 /**
  * In-memory history and archive over one message log per session. Serves both the
- * `HistoryStore` and the `MessageArchive` port. Returned messages are copies. Text is kept as
- * `normaliseText` makes it (ids included), as the SQL stores keep it.
+ * `HistoryStore` and the `MessageArchive` port. Text is kept as `normaliseText` makes it (ids
+ * included), as the SQL stores keep it.
+ *
+ * Isolation without copying whole windows: a message is copied once when it is appended and
+ * kept deeply frozen; what a caller gets is a fresh message whose top level and `metadata` are
+ * its own (mutating them changes nothing here), while nested values (tool calls, attachments,
+ * nested metadata) are the frozen originals, shared and read-only. Counting and rollback are
+ * linear in what they touch, not in the session's length.
  */
 export class MemoryMessageLog implements HistoryStore, MessageArchive {
   private readonly sessions = new Map<string, Message[]>();
   private readonly byKey = new Map<string, Message>();
+  /** Conversation messages (not control kinds) per session: `count()` in constant time. */
+  private readonly conversation = new Map<string, number>();
   private lastTime = 0;
 
   async append(messages: NewMessage[]): Promise<Message[]> {
@@ -28,31 +36,32 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
       const key = input.key;
       const existing = key !== undefined ? this.byKey.get(key) : undefined;
       if (existing) {
-        stored.push(structuredClone(existing));
+        stored.push(readCopy(existing));
         continue;
       }
-      const message: Message = {
-        ...structuredClone(input),
+      // The one copy of the caller's message, frozen: the caller keeps its own.
+      const message: Message = frozenCopy({
+        ...input,
         id: randomUUID(),
         createdAt: input.createdAt ?? this.now(),
-      };
+      });
       const log = this.sessions.get(message.sessionId) ?? [];
       log.push(message);
       this.sessions.set(message.sessionId, log);
+      if (!isControlKind(message.kind)) this.addConversation(message.sessionId, 1);
       if (key !== undefined) this.byKey.set(key, message);
-      stored.push(structuredClone(message));
+      stored.push(readCopy(message));
     }
     return stored;
   }
 
   async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
     const log = this.sessions.get(normaliseText(sessionId)) ?? [];
-    return structuredClone(sliceByConversationLimit(log, query.limit ?? 0));
+    return sliceByConversationLimit(log, query.limit ?? 0).map(readCopy);
   }
 
   async count(sessionId: string): Promise<number> {
-    const log = this.sessions.get(normaliseText(sessionId)) ?? [];
-    return log.filter((m) => !isControlKind(m.kind)).length;
+    return this.conversation.get(normaliseText(sessionId)) ?? 0;
   }
 
   async clear(sessionId?: string): Promise<void> {
@@ -64,9 +73,18 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
     const id = normaliseText(sessionId);
     const turn = normaliseText(turnId);
     const log = this.sessions.get(id) ?? [];
-    const kept = log.filter((m) => m.metadata[WellKnownMetadataKeys.TurnId] !== turn);
-    for (const m of log) if (!kept.includes(m) && m.key !== undefined) this.byKey.delete(m.key);
+    const kept: Message[] = [];
+    let conversation = 0;
+    for (const m of log) {
+      if (m.metadata[WellKnownMetadataKeys.TurnId] !== turn) {
+        kept.push(m);
+        continue;
+      }
+      if (m.key !== undefined) this.byKey.delete(m.key);
+      if (!isControlKind(m.kind)) conversation++;
+    }
     this.sessions.set(id, kept);
+    this.addConversation(id, -conversation);
     return log.length - kept.length;
   }
 
@@ -79,6 +97,13 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
       if (m.key !== undefined) this.byKey.delete(m.key);
     }
     this.sessions.delete(sessionId);
+    this.conversation.delete(sessionId);
+  }
+
+  private addConversation(sessionId: string, delta: number): void {
+    const next = (this.conversation.get(sessionId) ?? 0) + delta;
+    if (next > 0) this.conversation.set(sessionId, next);
+    else this.conversation.delete(sessionId);
   }
 
   /** Strictly increasing ISO times, so creation order is also time order. */
@@ -86,6 +111,28 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
     this.lastTime = Math.max(Date.now(), this.lastTime + 1);
     return new Date(this.lastTime).toISOString();
   }
+}
+
+/** What a reader gets: its own top level and metadata over the frozen stored message. */
+function readCopy(message: Message): Message {
+  return { ...message, metadata: { ...message.metadata } };
+}
+
+/**
+ * A deep copy of `value`, frozen throughout: plain objects and arrays are copied by hand (much
+ * cheaper than `structuredClone` for the small trees messages are); anything else a caller put
+ * in metadata (a `Date`, a `Map`, ...) is copied with `structuredClone` and frozen at its top.
+ */
+function frozenCopy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as T;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return Object.freeze(structuredClone(value));
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    copy[key] = frozenCopy((value as Record<string, unknown>)[key]);
+  }
+  return Object.freeze(copy) as T;
 }
 
 /**

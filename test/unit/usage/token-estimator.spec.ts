@@ -151,7 +151,7 @@ describe('TokenEstimator', () => {
     expect(estimator.countMessage(bogus, 'o200k_base')).toBe(rawMessage(message));
   });
 
-  it('counts tool definitions as JSON plus 4 per tool, 0 for none, cached by array identity', () => {
+  it('counts tool definitions as JSON plus 4 per tool, 0 for none, cached per definition (a copied list costs no encoding)', () => {
     const tools: ToolDefinition[] = [
       {
         name: 'weather',
@@ -171,6 +171,61 @@ describe('TokenEstimator', () => {
     expect(estimator.countTools([], 'o200k_base')).toBe(0);
     const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
     expect(estimator.countTools(tools, 'o200k_base')).toBe(expected);
+    expect(estimator.countTools([...tools], 'o200k_base')).toBe(expected);
+    expect(spy).not.toHaveBeenCalled();
+  });
+
+  it('texts are cached by content: fresh messages with known texts (a host store) cost no encoding', () => {
+    const stored = (): ModelMessage[] =>
+      JSON.parse(
+        JSON.stringify([
+          { role: 'system', content: 'You are a careful assistant for the content cache.' },
+          { role: 'user', content: 'What does the content cache keep?' },
+          {
+            role: 'assistant',
+            content: '',
+            toolCalls: [
+              { id: 'c9', type: 'function', function: { name: 'look', arguments: '{}' } },
+            ],
+          },
+          { role: 'tool', content: 'token counts by text', toolCallId: 'c9' },
+        ]),
+      ) as ModelMessage[];
+    const first = estimator.countMessages(stored(), 'o200k_base');
+    expect(first).toBe(stored().reduce((sum, m) => sum + rawMessage(m), 0) + 3);
+
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    expect(estimator.countMessages(stored(), 'o200k_base')).toBe(first);
+    expect(spy).not.toHaveBeenCalled();
+  });
+
+  it('countMessagesAsync: many ordinary messages adding up past workerThreshold are counted in the workers, not inline', async () => {
+    // 40 messages of 2,000 characters each: every one under the threshold, 80,000 together.
+    const list: ModelMessage[] = Array.from({ length: 40 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: text(2_000, 100 + i),
+    }));
+    const expected = list.reduce((sum, m) => sum + rawMessage(m), 0) + 3;
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+
+    await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(expected);
+
+    const longOnMainThread = spy.mock.calls.filter(([piece]) => piece.length > 100);
+    expect(longOnMainThread).toEqual([]);
+    spy.mockRestore();
+    const again = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    expect(estimator.countMessages(list, 'o200k_base')).toBe(expected);
+    expect(again).not.toHaveBeenCalled();
+  });
+
+  it('countMessagesAsync: when every count is known it adds them up without encoding', async () => {
+    const list: ModelMessage[] = [
+      { role: 'user', content: 'a', metadata: { tokenCount: { o200k_base: 11 } } },
+      { role: 'assistant', content: 'b', metadata: { tokenCount: { o200k_base: 22 } } },
+    ];
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+
+    await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(11 + 22 + 3);
     expect(spy).not.toHaveBeenCalled();
   });
 

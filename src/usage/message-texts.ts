@@ -1,0 +1,54 @@
+import { WellKnownMetadataKeys, type ModelMessage, type ToolDefinition } from '../contracts';
+import type { TokenEncoding } from './encoding';
+
+/** Tokens every chat message costs besides its texts (OpenAI chat format). */
+export const MESSAGE_OVERHEAD = 3;
+/** Tokens every tool call of an assistant message costs besides its name and arguments. */
+export const TOOL_CALL_OVERHEAD = 3;
+/** Tokens that prime the model's reply; added once per message list. */
+export const REPLY_PRIMING = 3;
+/** Tokens every tool definition costs besides the JSON of its function definition. */
+export const TOOL_DEFINITION_OVERHEAD = 4;
+/** A token count per encoding: the shape of `metadata.tokenCount` on persisted messages. */
+export type TokenCounts = Partial<Record<TokenEncoding, number>>;
+
+/** The texts of a message that are counted, and its fixed overhead. */
+export interface MessageTexts {
+  texts: string[];
+  overhead: number;
+}
+
+/**
+ * The texts of a message that cost tokens: role, content, reasoning, and each tool call's name and
+ * arguments. Images are not counted; the tool-call id of a tool result is not counted either.
+ */
+export function messageTexts(message: ModelMessage): MessageTexts {
+  const content = message.content as unknown;
+  const texts = [
+    String(message.role ?? ''),
+    typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content),
+  ];
+  if (message.reasoningContent) texts.push(message.reasoningContent);
+  const calls = message.toolCalls ?? [];
+  for (const call of calls) texts.push(call.function?.name ?? '', call.function?.arguments ?? '');
+  return { texts, overhead: MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * calls.length };
+}
+
+/** The JSON text a tool definition is counted as: `{ name, description, parameters }`. */
+export function toolDefinitionJson(tool: ToolDefinition): string {
+  return JSON.stringify({
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.parameters,
+  });
+}
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const TOKEN_COUNT = WellKnownMetadataKeys.TokenCount;
+
+/** A valid count in a stored `metadata.tokenCount`, if any. */
+export function persistedCount(message: ModelMessage, encoding: TokenEncoding): number | undefined {
+  const stored = message.metadata?.[TOKEN_COUNT] as TokenCounts | undefined;
+  const value = stored && typeof stored === 'object' ? stored[encoding] : undefined;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}

@@ -127,8 +127,10 @@ export const LOOKUP_TOOL = {
 };
 
 /**
- * A host's own history store: what a database gives back, fresh objects on every read and no
- * stored token counts (the store does not keep `metadata.tokenCount`).
+ * A host's own history store: fresh objects on every read (as a database or an ORM gives back)
+ * and no stored token counts (the store does not keep `metadata.tokenCount`). The copy itself
+ * is kept cheap (a structural copy of each row, not a serialisation), so that what the bench
+ * measures is the agent's work with such a store, not the store's.
  */
 export class HostHistoryStore implements HistoryStore {
   constructor(private readonly inner: MemoryMessageLog) {}
@@ -136,8 +138,14 @@ export class HostHistoryStore implements HistoryStore {
   async history(sessionId: string, query?: HistoryQuery): Promise<Message[]> {
     const rows = await this.inner.history(sessionId, query);
     return rows.map((row) => {
-      const fresh = JSON.parse(JSON.stringify(row)) as Message;
-      delete fresh.metadata.tokenCount;
+      const { tokenCount: _dropped, ...metadata } = row.metadata;
+      const fresh: Message = { ...row, metadata };
+      if (row.toolCalls) {
+        fresh.toolCalls = row.toolCalls.map((call) => ({
+          ...call,
+          function: { ...call.function },
+        }));
+      }
       return fresh;
     });
   }

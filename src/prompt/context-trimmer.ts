@@ -3,7 +3,6 @@ import {
   dropOldest,
   dropSystemBlocks,
   LIMITS,
-  range,
   shortenReasoning,
   shrinkSystemBlocks,
   summariseToolGroups,
@@ -92,10 +91,13 @@ export function dropHistorySegments(
   const firstInput = list.findIndex((m) => m.metadata?.[TURN_INPUT_FLAG] === true);
   const end = firstInput < 0 ? list.length : firstInput;
   // History: conversation before the inputs, including stop markers loaded from history.
-  const history = range(0, end).filter(
-    (i) => list[i].role !== 'system' || list[i].metadata?.kind !== undefined,
-  );
-  let total = history.reduce((sum, i) => sum + options.count(list[i]), 0);
+  const history: number[] = [];
+  let total = 0;
+  for (let i = 0; i < end; i++) {
+    if (list[i].role === 'system' && list[i].metadata?.kind === undefined) continue;
+    history.push(i);
+    total += options.count(list[i]);
+  }
   if (total <= options.allowance) return { messages: [...list], dropped: 0 };
   const drop = new Set<number>();
   let pos = 0;

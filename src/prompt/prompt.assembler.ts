@@ -114,10 +114,13 @@ export class PromptAssembler {
     const pending = this.list().filter((c) => !present.has(c.globalKey));
     if (!pending.length) return [...messages];
     // R2: a snapshot, not the live list: builds run in parallel and must not change the prompt.
-    const snapshot = Object.freeze(messages.map((m) => Object.freeze({ ...m })));
-    const outputs = await Promise.all(
-      pending.map((c) => this.buildOne(c, { ...view, messages: snapshot })),
-    );
+    // Made on first read only (most contributions never look at the messages).
+    const items = [...messages];
+    let snapshot: readonly ModelMessage[] | undefined;
+    const read = () => (snapshot ??= Object.freeze(items.map((m) => Object.freeze({ ...m }))));
+    const viewOf = () =>
+      Object.defineProperty({ ...view }, 'messages', { enumerable: true, get: read }) as PromptView;
+    const outputs = await Promise.all(pending.map((c) => this.buildOne(c, viewOf())));
     const list = [...messages];
     for (const anchor of ANCHORS) {
       const blocks: ModelMessage[] = [];

@@ -56,7 +56,8 @@ export function fitCall(
     systemAllowance: trimming.systemAllowance,
   });
   if (segments.dropped || trim.exceeded) state.trimmed = true;
-  const cut = before - historyTokens(trim.messages, count);
+  // Nothing dropped and no hard trim: the list is as it was, nothing to walk again.
+  const cut = segments.dropped || trim.exceeded ? before - historyTokens(trim.messages, count) : 0;
   const untrimmedHistory = before + state.historyCut;
   if (first) {
     // A copy: the sent list is handed to agent:llm:after and must not grow with the turn.

@@ -12,6 +12,8 @@ interface RegisteredTool {
   spec: ToolSpec;
   validate: ValidateFunction;
   owner: string;
+  /** What the model is offered, made once (frozen: token counts are cached per definition). */
+  definition: ToolDefinition;
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -45,7 +47,12 @@ export class ToolRegistry {
         cause: error,
       });
     }
-    const registered: RegisteredTool = { spec, validate, owner };
+    const definition: ToolDefinition = Object.freeze({
+      name: spec.name,
+      description: spec.description,
+      parameters: spec.parameters,
+    });
+    const registered: RegisteredTool = { spec, validate, owner, definition };
     this.tools.set(spec.name, registered);
     return () => {
       if (this.tools.get(spec.name) === registered) this.unregister(spec.name, registered);
@@ -86,13 +93,12 @@ export class ToolRegistry {
     return this.tools.has(name);
   }
 
-  /** Definitions of all tools, in registration order, as offered to the model. */
+  /**
+   * Definitions of all tools, in registration order, as offered to the model: a new list of the
+   * same frozen definition objects each time (replace an entry to change what is offered).
+   */
   definitions(): ToolDefinition[] {
-    return [...this.tools.values()].map(({ spec }) => ({
-      name: spec.name,
-      description: spec.description,
-      parameters: spec.parameters,
-    }));
+    return [...this.tools.values()].map(({ definition }) => definition);
   }
 
   /** Runs a tool call; resolves with its result, never rejects. */

@@ -6,6 +6,7 @@ import { cpus } from 'node:os';
 import { benchMemory } from './memory.bench';
 import { benchQueueBurst } from './queue-burst.bench';
 import { benchRecovery } from './recovery.bench';
+import { benchScale } from './scale.bench';
 import { benchStores } from './stores.bench';
 import { benchTurns } from './turns.bench';
 import { benchUsage } from './usage.bench';
@@ -18,6 +19,7 @@ async function main(): Promise<void> {
     await benchMemory(),
     await benchRecovery(),
     await benchQueueBurst(),
+    await benchScale(),
   ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +

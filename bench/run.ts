@@ -4,6 +4,7 @@
  */
 import { cpus } from 'node:os';
 import { benchMemory } from './memory.bench';
+import { benchPeers } from './peers.section';
 import { benchQueueBurst } from './queue-burst.bench';
 import { benchRecovery } from './recovery.bench';
 import { benchStores } from './stores.bench';
@@ -18,6 +19,7 @@ async function main(): Promise<void> {
     await benchMemory(),
     await benchRecovery(),
     await benchQueueBurst(),
+    await benchPeers(),
   ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +

@@ -4,10 +4,12 @@
  */
 import { cpus } from 'node:os';
 import { benchMemory } from './memory.bench';
+import { benchPeers } from './peers.section';
 import { benchQueueBurst } from './queue-burst.bench';
 import { benchRecovery } from './recovery.bench';
 import { benchScale } from './scale.bench';
 import { benchStores } from './stores.bench';
+import { benchTurnCost } from './turn-cost.bench';
 import { benchTurns } from './turns.bench';
 import { benchUsage } from './usage.bench';
 
@@ -19,7 +21,9 @@ async function main(): Promise<void> {
     await benchMemory(),
     await benchRecovery(),
     await benchQueueBurst(),
+    await benchTurnCost(),
     await benchScale(),
+    await benchPeers(),
   ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +

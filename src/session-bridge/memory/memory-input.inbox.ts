@@ -1,3 +1,4 @@
+import { frozenCopy } from './frozen-copy';
 import {
   normaliseDeep,
   normaliseText,
@@ -15,7 +16,8 @@ interface Stored {
 
 /**
  * In-memory `InputInbox`: the accepted inputs of this process only (a restart loses them; use a
- * SQL inbox to resume after one). Returned entries are copies. Text is kept as `normaliseText`
+ * SQL inbox to resume after one). Inputs and settlements are copied once, frozen; returned
+ * entries are the reader's own at their top levels (see `readCopy`). Text is kept as `normaliseText`
  * makes it (ids included), as the SQL inboxes keep it.
  */
 export class MemoryInputInbox implements InputInbox {
@@ -37,16 +39,16 @@ export class MemoryInputInbox implements InputInbox {
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     const message = normaliseDeep(given);
     const known = this.entries.get(message.id);
-    if (known) return { entry: structuredClone(known.entry), duplicate: true };
+    if (known) return { entry: readCopy(known.entry), duplicate: true };
     const entry: InboxEntry = {
       id: message.id,
       sessionId: message.sessionId,
-      message: structuredClone(message),
+      message: frozenCopy(message),
       seq: ++this.lastSeq,
       acceptedAt: new Date().toISOString(),
     };
     this.entries.set(entry.id, { entry });
-    return { entry: structuredClone(entry), duplicate: false };
+    return { entry: readCopy(entry), duplicate: false };
   }
 
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
@@ -62,7 +64,7 @@ export class MemoryInputInbox implements InputInbox {
     for (const id of ids) {
       const stored = this.entries.get(normaliseText(id));
       if (!stored || stored.entry.settlement) continue;
-      stored.entry.settlement = structuredClone(normaliseDeep(settlement));
+      stored.entry.settlement = frozenCopy(normaliseDeep(settlement));
       stored.settledAt = settledAt;
       this.settledCount++;
     }
@@ -81,7 +83,7 @@ export class MemoryInputInbox implements InputInbox {
 
   async get(id: string): Promise<InboxEntry | undefined> {
     const stored = this.entries.get(normaliseText(id));
-    return stored && structuredClone(stored.entry);
+    return stored && readCopy(stored.entry);
   }
 
   async unsettled(sessionId?: string): Promise<InboxEntry[]> {
@@ -89,7 +91,7 @@ export class MemoryInputInbox implements InputInbox {
     return [...this.entries.values()]
       .map((s) => s.entry)
       .filter((e) => !e.settlement && (session === undefined || e.sessionId === session))
-      .map((e) => structuredClone(e));
+      .map(readCopy);
   }
 
   async prune(before: string): Promise<number> {
@@ -113,4 +115,18 @@ export class MemoryInputInbox implements InputInbox {
       this.entries.delete(id);
     }
   }
+}
+
+/**
+ * What a reader gets: its own entry, message, message metadata and settlement over the frozen
+ * stored values (nested values are shared and read-only), instead of a deep clone per read.
+ */
+function readCopy(entry: InboxEntry): InboxEntry {
+  const { message } = entry;
+  const copy: InboxEntry = {
+    ...entry,
+    message: message.metadata ? { ...message, metadata: { ...message.metadata } } : { ...message },
+  };
+  if (entry.settlement) copy.settlement = { ...entry.settlement };
+  return copy;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { frozenCopy } from './frozen-copy';
 import {
   isControlKind,
   normaliseDeep,
@@ -116,23 +117,6 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
 /** What a reader gets: its own top level and metadata over the frozen stored message. */
 function readCopy(message: Message): Message {
   return { ...message, metadata: { ...message.metadata } };
-}
-
-/**
- * A deep copy of `value`, frozen throughout: plain objects and arrays are copied by hand (much
- * cheaper than `structuredClone` for the small trees messages are); anything else a caller put
- * in metadata (a `Date`, a `Map`, ...) is copied with `structuredClone` and frozen at its top.
- */
-function frozenCopy<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as T;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  if (proto !== Object.prototype && proto !== null) return Object.freeze(structuredClone(value));
-  const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    copy[key] = frozenCopy((value as Record<string, unknown>)[key]);
-  }
-  return Object.freeze(copy) as T;
 }
 
 /**

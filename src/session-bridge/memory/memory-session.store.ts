@@ -5,6 +5,7 @@ import {
   type SessionSettings,
   type SessionStore,
 } from '../../contracts';
+import { plainCopy } from './frozen-copy';
 
 /**
  * In-memory `SessionStore`: settings and generations of this process only. Text is kept as
@@ -17,7 +18,7 @@ export class MemorySessionStore implements SessionStore {
   async get(sessionId: string): Promise<SessionSettings | undefined> {
     sessionId = normaliseText(sessionId);
     const found = this.settings.get(sessionId);
-    return found && structuredClone(found);
+    return found && plainCopy(found);
   }
 
   async ensure(
@@ -27,10 +28,10 @@ export class MemorySessionStore implements SessionStore {
     sessionId = normaliseText(sessionId);
     let found = this.settings.get(sessionId);
     if (!found) {
-      found = { ...structuredClone(normaliseDeep(defaults)), sessionId };
+      found = { ...plainCopy(normaliseDeep(defaults)), sessionId };
       this.settings.set(sessionId, found);
     }
-    return structuredClone(found);
+    return plainCopy(found);
   }
 
   async update(
@@ -40,8 +41,8 @@ export class MemorySessionStore implements SessionStore {
     sessionId = normaliseText(sessionId);
     const found = this.settings.get(sessionId);
     if (!found) throw new SessionNotFoundError(sessionId);
-    Object.assign(found, structuredClone(normaliseDeep(patch)), { sessionId });
-    return structuredClone(found);
+    Object.assign(found, plainCopy(normaliseDeep(patch)), { sessionId });
+    return plainCopy(found);
   }
 
   async delete(sessionId: string): Promise<void> {

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { OpenAiCompatibleProvider } from '../src';
+import { median } from './support/stats';
 
 const RUNS = 3;
 const CALLS = 5_000;
@@ -30,11 +31,6 @@ const REQUEST = JSON.stringify({
   messages: [{ role: 'user', content: 'hi' }],
   stream: true,
 });
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 /** A server answering every request with {@link STREAM}; it keeps nothing per request. */
 async function streamServer(): Promise<Server> {

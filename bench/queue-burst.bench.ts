@@ -19,6 +19,7 @@ import { Worker } from 'node:worker_threads';
 import { io } from 'socket.io-client';
 import { ServerProcess } from '../test/support/api-process';
 import { FakeOpenAiServer } from '../test/support/fake-openai-server';
+import { median, percentile } from './support/stats';
 
 const INPUTS = 2_000;
 const AT_ONCE = 100;
@@ -72,13 +73,6 @@ const server = http.createServer((req, res) => {
 });
 server.listen(0, '127.0.0.1', () => console.log('http://127.0.0.1:' + server.address().port));
 `;
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
-}
-
-const median = (values: number[]) => percentile(values, 50);
 
 /** Probes `/health` from a worker thread until `done` resolves; latencies in ms, all 200. */
 async function probe(url: string, mode: ProbeMode, done: Promise<unknown>): Promise<number[]> {

@@ -18,14 +18,10 @@ import { AgentModule, WellKnownMetadataKeys as K } from '../src';
 import { InputRecovery } from '../src/agent/input-recovery';
 import { DemoProvider } from '../src/llm';
 import { createSqlStores } from '../src/session-bridge';
+import { median } from './support/stats';
 
 const RUNS = 5;
 const SIZES = [100, 1000];
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 /** A file whose inbox has one interrupted turn and `waiting` waiting inputs over 10 sessions. */
 async function prepare(file: string, waiting: number): Promise<void> {

@@ -7,35 +7,21 @@
  *   a session with a ~100,000-token uncached history (a host store: fresh objects, no counts).
  */
 import 'reflect-metadata';
-import { Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { EventEmitter2, EventEmitterModule } from '@nestjs/event-emitter';
+import { EventEmitter2 } from '@nestjs/event-emitter';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { get_encoding } from 'tiktoken';
 import {
   AgentEvents,
-  AgentModule,
-  AgentService,
-  HookRegistry,
   MemoryMessageLog,
-  PromptAssembler,
   SessionStore,
-  ToolRegistry,
   type ChatRequest,
   type ChatStreamChunk,
   type NewMessage,
   type Settlement,
   type TokenUsageEvent,
 } from '../src';
-import {
-  answerChunks,
-  HISTORY_LIMIT,
-  HostHistoryStore,
-  LOOKUP_TOOL,
-  steadyAgent,
-  ZeroLatencyProvider,
-} from './support/zero-latency';
+import { answerChunks, steadyAgent, ZeroLatencyProvider } from './support/zero-latency';
 
 /** Sessions of the memory measurement, one turn each. */
 export const SESSIONS = 10_000;
@@ -109,48 +95,17 @@ class PacedProvider extends ZeroLatencyProvider {
 
 /** The steady agent of `bench/support`, with the paced model and room for the big history. */
 async function pacedAgent() {
-  const provider = new PacedProvider();
-  const log = new MemoryMessageLog();
-  @Module({
-    imports: [
-      EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
-      AgentModule.forRoot({
-        llmProvider: provider,
-        historyLimit: HISTORY_LIMIT,
-        systemPrompt: 'You are a helpful assistant. Answer briefly and look things up first.',
-        messageArchive: log,
-        historyStore: new HostHistoryStore(log),
-        // The whole history may take the budget (128k window - 4,096 - 512), so the 100k tokens
-        // are sent, not dropped in segments at the default share of 0.6.
-        trimming: { historyShare: 1 },
-      }),
-    ],
-  })
-  class PacedModule {}
-  const app = await NestFactory.createApplicationContext(PacedModule, { logger: false });
-  app.get(ToolRegistry).register(LOOKUP_TOOL);
-  const hooks = app.get(HookRegistry);
-  for (const name of [
-    'agent:input:before',
-    'agent:turn:before',
-    'agent:llm:before',
-    'agent:llm:after',
-    'agent:turn:after',
-  ]) {
-    hooks.use(name, async (_ctx, next) => next());
-  }
-  app.get(PromptAssembler).register({
-    key: 'persona-note',
-    bucket: 'persona',
-    build: () => 'Keep answers under three sentences.',
+  const steady = await steadyAgent({
+    hostStore: true,
+    provider: new PacedProvider(),
+    // The whole history may take the budget (128k window - 4,096 - 512), so the 100k tokens
+    // are sent, not dropped in segments at the default share of 0.6.
+    trimming: { historyShare: 1 },
   });
   return {
-    app,
-    log,
-    provider,
-    agent: app.get(AgentService),
-    sessions: app.get<SessionStore>(SessionStore),
-    events: app.get(EventEmitter2),
+    ...steady,
+    sessions: steady.app.get<SessionStore>(SessionStore),
+    events: steady.app.get(EventEmitter2),
   };
 }
 

@@ -24,6 +24,7 @@ import {
   CHUNK_DELAY_MS,
   SESSIONS,
 } from './scale-child';
+import { median } from './support/stats';
 
 const RUNS = 3;
 const CHILD = join(__dirname, 'scale-child.ts');
@@ -58,11 +59,6 @@ interface DelayResult {
   baseline: Window;
   big: BigTurn[];
   alone: BigTurn[];
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /** Runs `scale-child.ts <mode>` in a fresh process; resolves with the JSON line it prints. */

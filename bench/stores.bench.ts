@@ -18,6 +18,7 @@ import {
   type NewMessage,
 } from '../src/contracts';
 import { createSqlStores, MemoryMessageLog } from '../src/session-bridge';
+import { median } from './support/stats';
 
 const RUNS = 5;
 const HISTORY_SIZE = 2_000;
@@ -71,8 +72,6 @@ async function rate(ops: number, step: (i: number) => Promise<unknown>): Promise
   for (let i = 0; i < ops; i++) await step(i);
   return ops / (Number(process.hrtime.bigint() - start) / 1e9);
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** A session of 2,000 messages, one control marker every 25. */
 async function seed(log: MessageArchive, sessionId: string): Promise<void> {

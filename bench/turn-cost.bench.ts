@@ -18,6 +18,7 @@ import {
   type SteadyAgent,
   type SteadyOptions,
 } from './support/zero-latency';
+import { median, percentile } from './support/stats';
 
 const REPEATS = Number(process.env.REPEATS ?? 5);
 /** Turns per session and repetition. */
@@ -33,13 +34,6 @@ interface Figures {
   p99: number;
   turnsPerSecond: number;
 }
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
-}
-
-const median = (values: number[]) => percentile(values, 50);
 
 /** Runs `turn(session, i)` for `sessions` sessions at once, `turns` each; per-turn µs. */
 async function measure(

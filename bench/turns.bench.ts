@@ -17,14 +17,10 @@ import {
   type ModelMessage,
 } from '../src';
 import { FakeOpenAiServer } from '../test/support/fake-openai-server';
+import { median } from './support/stats';
 
 const RUNS = 5;
 const TURNS = 100;
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 async function drain(provider: OpenAiCompatibleProvider, request: ChatRequest): Promise<void> {
   for await (const chunk of provider.stream(request)) void chunk;

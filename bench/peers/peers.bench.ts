@@ -39,6 +39,7 @@ import {
   bareTurn,
   steadyAgent,
 } from '../support/zero-latency';
+import { median } from '../support/stats';
 
 /** Repetitions; the table shows the median of their p50 and p99. */
 const REPETITIONS = 5;
@@ -327,11 +328,6 @@ function langGraph(): Implementation {
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function version(name: string): string {

@@ -12,6 +12,7 @@ import { EventEmitterModule } from '@nestjs/event-emitter';
 import {
   AgentModule,
   AgentService,
+  type AgentModuleOptions,
   HookRegistry,
   MemoryMessageLog,
   PromptAssembler,
@@ -172,6 +173,8 @@ export interface SteadyAgent {
   app: INestApplicationContext;
   agent: AgentService;
   provider: ZeroLatencyProvider;
+  /** The memory log behind the history (and the archive). */
+  log: MemoryMessageLog;
   close(): Promise<void>;
 }
 
@@ -183,11 +186,15 @@ export interface SteadyOptions {
   chunks?: number;
   /** More no-op middlewares on `agent:llm:before` (run twice per turn), besides the five. */
   extraHooks?: number;
+  /** Another model than the zero-latency one (e.g. one that paces its chunks). */
+  provider?: ZeroLatencyProvider;
+  /** Trimming options of the agent (e.g. a larger history share). */
+  trimming?: AgentModuleOptions['trimming'];
 }
 
 /** Builds the agent of the steady turn. */
 export async function steadyAgent(options: SteadyOptions = {}): Promise<SteadyAgent> {
-  const provider = new ZeroLatencyProvider(options.chunks);
+  const provider = options.provider ?? new ZeroLatencyProvider(options.chunks);
   const log = new MemoryMessageLog();
   @Module({
     imports: [
@@ -198,6 +205,7 @@ export async function steadyAgent(options: SteadyOptions = {}): Promise<SteadyAg
         systemPrompt: 'You are a helpful assistant. Answer briefly and look things up first.',
         messageArchive: log,
         historyStore: options.hostStore ? new HostHistoryStore(log) : log,
+        ...(options.trimming ? { trimming: options.trimming } : {}),
       }),
     ],
   })
@@ -222,7 +230,7 @@ export async function steadyAgent(options: SteadyOptions = {}): Promise<SteadyAg
     bucket: 'persona',
     build: () => 'Keep answers under three sentences.',
   });
-  return { app, agent: app.get(AgentService), provider, close: () => app.close() };
+  return { app, agent: app.get(AgentService), provider, log, close: () => app.close() };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { get_encoding, type Tiktoken } from 'tiktoken';
 import type { ModelMessage, ToolDefinition } from '../contracts';
 import {
@@ -12,6 +12,7 @@ import { ContentCache } from './content-cache';
 import {
   messageTexts,
   persistedCount,
+  type MessageTexts,
   REPLY_PRIMING,
   TOOL_DEFINITION_OVERHEAD,
   toolDefinitionJson,
@@ -51,22 +52,23 @@ export interface TokenEstimatorOptions {
 export class TokenEstimator implements OnApplicationShutdown {
   /** Texts longer than this many characters are counted in a worker by the async methods. */
   readonly workerThreshold: number;
-  private readonly logger = new Logger(TokenEstimator.name);
-  private encoders: Map<TokenEncoding, Tiktoken> | undefined;
+  /** Per encoding: its encoder and its content cache; gone once disposed. */
+  private encoders: Map<TokenEncoding, { encoder: Tiktoken; cache: ContentCache }> | undefined;
   private messageCache = new WeakMap<object, TokenCounts>();
   private toolCache = new WeakMap<object, TokenCounts>();
-  private readonly contentCaches = new Map<TokenEncoding, ContentCache>(
-    TOKEN_ENCODINGS.map((name) => [name, new ContentCache()]),
-  );
   private readonly pool: TokenWorkerPool;
   private closing: Promise<void> | undefined;
-  private workerFallbackLogged = false;
 
   /** Loads both encoders now (start-up), not on first use. */
   constructor(@Optional() @Inject(TOKEN_ESTIMATOR_OPTIONS) options?: TokenEstimatorOptions) {
     this.workerThreshold = options?.workerThreshold ?? DEFAULT_WORKER_THRESHOLD;
     this.pool = new TokenWorkerPool(Math.max(1, options?.workers ?? 2));
-    this.encoders = new Map(TOKEN_ENCODINGS.map((name) => [name, get_encoding(name)]));
+    this.encoders = new Map(
+      TOKEN_ENCODINGS.map((name) => [
+        name,
+        { encoder: get_encoding(name), cache: new ContentCache() },
+      ]),
+    );
   }
 
   /** The encoding for a model name (`override` wins); never throws. See `encodingForModel`. */
@@ -80,8 +82,7 @@ export class TokenEstimator implements OnApplicationShutdown {
    */
   countText(text: string, encoding: TokenEncoding): number {
     if (!text) return 0;
-    const encoder = this.encoder(encoding);
-    const cache = this.contentCache(encoding);
+    const { encoder, cache } = this.encoding(encoding);
     const cached = cache.get(text);
     if (cached !== undefined) return cached;
     let total = 0;
@@ -103,10 +104,7 @@ export class TokenEstimator implements OnApplicationShutdown {
   countMessage(message: ModelMessage, encoding: TokenEncoding): number {
     const known = this.knownCount(message, encoding);
     if (known !== undefined) return known;
-    const { texts, overhead } = messageTexts(message);
-    let total = overhead;
-    for (const text of texts) total += this.countText(text, encoding);
-    return this.remember(message, encoding, total);
+    return this.countTexts(message, messageTexts(message), encoding);
   }
 
   /** Sum of `countMessage` over the list plus the 3 reply-priming tokens. */
@@ -150,10 +148,7 @@ export class TokenEstimator implements OnApplicationShutdown {
     return counts;
   }
 
-  /**
-   * Like `countText`, but a text longer than `workerThreshold` characters is counted in a
-   * worker thread so the event loop stays free. Falls back to counting inline if a worker fails.
-   */
+  /** `countText`, in a worker for a text over `workerThreshold` chars (inline if one fails). */
   async countTextAsync(text: string, encoding: TokenEncoding): Promise<number> {
     if (text.length <= this.workerThreshold) return this.countText(text, encoding);
     return this.countOffLoop(text, encoding);
@@ -163,10 +158,11 @@ export class TokenEstimator implements OnApplicationShutdown {
   async countMessageAsync(message: ModelMessage, encoding: TokenEncoding): Promise<number> {
     const known = this.knownCount(message, encoding);
     if (known !== undefined) return known;
-    if (this.uncachedChars(message, encoding) <= this.workerThreshold) {
-      return this.countMessage(message, encoding);
+    const texts = messageTexts(message);
+    if (this.uncachedChars(texts, encoding) <= this.workerThreshold) {
+      return this.countTexts(message, texts, encoding);
     }
-    return this.countMessageOffLoop(message, encoding);
+    return this.countMessageOffLoop(message, texts, encoding);
   }
 
   /**
@@ -182,20 +178,23 @@ export class TokenEstimator implements OnApplicationShutdown {
   ): Promise<number> {
     let total = REPLY_PRIMING;
     let uncached = 0;
-    const open: ModelMessage[] = [];
+    const open: { message: ModelMessage; texts: MessageTexts }[] = [];
     for (const message of messages) {
       const known = this.knownCount(message, encoding);
       if (known !== undefined) total += known;
       else {
-        open.push(message);
-        uncached += this.uncachedChars(message, encoding);
+        const texts = messageTexts(message);
+        open.push({ message, texts });
+        uncached += this.uncachedChars(texts, encoding);
       }
     }
     if (uncached <= this.workerThreshold) {
-      for (const message of open) total += this.countMessage(message, encoding);
+      for (const { message, texts } of open) total += this.countTexts(message, texts, encoding);
       return total;
     }
-    const counts = await Promise.all(open.map((m) => this.countMessageOffLoop(m, encoding)));
+    const counts = await Promise.all(
+      open.map(({ message, texts }) => this.countMessageOffLoop(message, texts, encoding)),
+    );
     return counts.reduce((sum, n) => sum + n, total);
   }
 
@@ -203,7 +202,7 @@ export class TokenEstimator implements OnApplicationShutdown {
   clearCache(): void {
     this.messageCache = new WeakMap();
     this.toolCache = new WeakMap();
-    for (const cache of this.contentCaches.values()) cache.clear();
+    for (const { cache } of this.encoders?.values() ?? []) cache.clear();
   }
 
   /** Whether `dispose()` has run. */
@@ -214,7 +213,7 @@ export class TokenEstimator implements OnApplicationShutdown {
   /** Frees both encoders and terminates the workers. Idempotent; counting afterwards throws. */
   dispose(): Promise<void> {
     if (this.encoders) {
-      for (const encoder of this.encoders.values()) encoder.free();
+      for (const { encoder } of this.encoders.values()) encoder.free();
       this.encoders = undefined;
       this.closing = this.pool.close();
     }
@@ -226,32 +225,39 @@ export class TokenEstimator implements OnApplicationShutdown {
     return this.dispose();
   }
 
-  private encoder(encoding: TokenEncoding): Tiktoken {
+  private encoding(encoding: TokenEncoding): { encoder: Tiktoken; cache: ContentCache } {
     if (!this.encoders) throw new Error('TokenEstimator is disposed');
-    const encoder = this.encoders.get(encoding);
-    if (!encoder) throw new Error(`Unknown token encoding: ${String(encoding)}`);
-    return encoder;
+    const found = this.encoders.get(encoding);
+    if (!found) throw new Error(`Unknown token encoding: ${String(encoding)}`);
+    return found;
   }
 
-  private contentCache(encoding: TokenEncoding): ContentCache {
-    const cache = this.contentCaches.get(encoding);
-    if (!cache) throw new Error(`Unknown token encoding: ${String(encoding)}`);
-    return cache;
-  }
-
-  /** Characters of the message's texts that are not in the content cache. */
-  private uncachedChars(message: ModelMessage, encoding: TokenEncoding): number {
-    const cache = this.contentCache(encoding);
+  /** Characters of a message's texts that are not in the content cache. */
+  private uncachedChars({ texts }: MessageTexts, encoding: TokenEncoding): number {
+    const { cache } = this.encoding(encoding);
     let chars = 0;
-    for (const text of messageTexts(message).texts) {
-      if (text && cache.get(text) === undefined) chars += text.length;
-    }
+    for (const text of texts) if (text && cache.get(text) === undefined) chars += text.length;
     return chars;
   }
 
+  /** The message counted inline from its texts, and remembered. */
+  private countTexts(
+    message: ModelMessage,
+    { texts, overhead }: MessageTexts,
+    encoding: TokenEncoding,
+  ) {
+    let total = overhead;
+    for (const text of texts) total += this.countText(text, encoding);
+    return this.remember(message, encoding, total);
+  }
+
   /** The message counted with its uncached texts encoded in the workers. */
-  private async countMessageOffLoop(message: ModelMessage, encoding: TokenEncoding) {
-    const { texts, overhead } = messageTexts(message);
+  private async countMessageOffLoop(
+    message: ModelMessage,
+    { texts, overhead }: MessageTexts,
+    encoding: TokenEncoding,
+  ) {
+    // Texts over the threshold take the public way, the one `countTextAsync` documents.
     const counts = await Promise.all(
       texts.map((text) =>
         text.length > this.workerThreshold
@@ -268,21 +274,14 @@ export class TokenEstimator implements OnApplicationShutdown {
 
   /** One text counted in a worker (cached ones are not sent); inline if the worker fails. */
   private async countOffLoop(text: string, encoding: TokenEncoding): Promise<number> {
-    this.encoder(encoding);
-    const cached = text ? this.contentCache(encoding).get(text) : 0;
+    const { cache } = this.encoding(encoding);
+    const cached = text ? cache.get(text) : 0;
     if (cached !== undefined) return cached;
-    try {
-      const count = await this.pool.count(text, encoding);
-      this.contentCache(encoding).set(text, count);
-      return count;
-    } catch (error) {
-      if (!this.encoders) throw error;
-      if (!this.workerFallbackLogged) {
-        this.workerFallbackLogged = true;
-        this.logger.warn(`token worker failed, counting inline: ${(error as Error).message}`);
-      }
-      return this.countText(text, encoding);
-    }
+    const count = await this.pool.countOrInline(text, encoding, () =>
+      this.countText(text, encoding),
+    );
+    cache.set(text, count);
+    return count;
   }
 
   private knownCount(message: ModelMessage, encoding: TokenEncoding): number | undefined {

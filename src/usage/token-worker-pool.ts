@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { Logger } from '@nestjs/common';
 import { MAX_ENCODE_PIECE, splitForCounting, type TokenEncoding } from './encoding';
 
 /**
@@ -57,6 +58,8 @@ export class TokenWorkerPool {
   private readonly slots: WorkerSlot[] = [];
   private nextId = 1;
   private closed = false;
+  private fallbackLogged = false;
+  private readonly logger = new Logger('TokenEstimator');
 
   /**
    * @param size maximum number of workers.
@@ -90,6 +93,27 @@ export class TokenWorkerPool {
     const slots = this.slots.splice(0);
     for (const slot of slots) this.rejectAll(slot, new Error('TokenWorkerPool is closed'));
     await Promise.all(slots.map((slot) => slot.worker.terminate()));
+  }
+
+  /**
+   * `count`, or `inline()` when the worker fails (logged once per pool, as a warning); rejects
+   * only once the pool is closed.
+   */
+  async countOrInline(
+    text: string,
+    encoding: TokenEncoding,
+    inline: () => number,
+  ): Promise<number> {
+    try {
+      return await this.count(text, encoding);
+    } catch (error) {
+      if (this.closed) throw error;
+      if (!this.fallbackLogged) {
+        this.fallbackLogged = true;
+        this.logger.warn(`token worker failed, counting inline: ${(error as Error).message}`);
+      }
+      return inline();
+    }
   }
 
   private pick(): WorkerSlot {

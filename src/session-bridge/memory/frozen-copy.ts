@@ -1,32 +1,34 @@
 /**
- * A deep copy of `value`, frozen throughout: plain objects and arrays are copied by hand (much
- * cheaper than `structuredClone` for the small trees messages are); anything else a caller put
- * in metadata (a `Date`, a `Map`, ...) is copied with `structuredClone` and frozen at its top.
+ * A deep copy of `value`: plain objects and arrays are copied by hand (much cheaper than
+ * `structuredClone` for the small trees messages and settings are); anything else a caller put
+ * in (a `Date`, a `Map`, ...) is copied with `structuredClone`. With `freeze`, every copied
+ * object is frozen (a non-plain one at its top).
  */
-export function frozenCopy<T>(value: T): T {
+function deepCopy<T>(value: T, freeze: boolean): T {
   if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as T;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  if (proto !== Object.prototype && proto !== null) return Object.freeze(structuredClone(value));
-  const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    copy[key] = frozenCopy((value as Record<string, unknown>)[key]);
-  }
-  return Object.freeze(copy) as T;
+  let copy: object;
+  if (Array.isArray(value)) copy = value.map((item: unknown) => deepCopy(item, freeze));
+  else if (isPlain(value)) {
+    const fields: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      fields[key] = deepCopy((value as Record<string, unknown>)[key], freeze);
+    }
+    copy = fields;
+  } else copy = structuredClone(value);
+  return (freeze ? Object.freeze(copy) : copy) as T;
 }
 
-/**
- * A deep copy of `value` for a reader: plain objects and arrays copied by hand, anything else
- * with `structuredClone` (as `frozenCopy`, without freezing).
- */
-export function plainCopy<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map(plainCopy) as T;
+function isPlain(value: object): boolean {
   const proto = Object.getPrototypeOf(value) as unknown;
-  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
-  const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    copy[key] = plainCopy((value as Record<string, unknown>)[key]);
-  }
-  return copy as T;
+  return proto === Object.prototype || proto === null;
+}
+
+/** A deep copy of `value`, frozen throughout: what the memory stores keep. */
+export function frozenCopy<T>(value: T): T {
+  return deepCopy(value, true);
+}
+
+/** A deep copy of `value` for a reader to own. */
+export function plainCopy<T>(value: T): T {
+  return deepCopy(value, false);
 }

@@ -28,7 +28,7 @@ describe('splitForCounting', () => {
   it('a long run without breaks is encoded in bounded pieces (BPE cost grows faster than linearly)', () => {
     const estimator = new TokenEstimator();
     const lengths: number[] = [];
-    const encoder = (estimator as any).encoder('cl100k_base');
+    const encoder = (estimator as any).encoding('cl100k_base').encoder;
     const original = encoder.encode_ordinary.bind(encoder);
     encoder.encode_ordinary = (text: string) => {
       lengths.push(text.length);

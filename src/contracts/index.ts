@@ -11,3 +11,4 @@ export * from './errors';
 export * from './dispatch';
 export * from './text-policy';
 export * from './log-escape';
+export * from './ids';

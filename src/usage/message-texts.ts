@@ -52,3 +52,15 @@ export function persistedCount(message: ModelMessage, encoding: TokenEncoding): 
   const value = stored && typeof stored === 'object' ? stored[encoding] : undefined;
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
+
+/**
+ * Sets `encoding`'s count in the message's own `metadata.tokenCount` (a new object: a stored
+ * one may be shared and frozen), the counts of other encodings kept.
+ */
+export function stampCount(message: ModelMessage, encoding: TokenEncoding, count: number): void {
+  const metadata = (message.metadata ??= {});
+  metadata[TOKEN_COUNT] = {
+    ...(metadata[TOKEN_COUNT] as TokenCounts | undefined),
+    [encoding]: count,
+  };
+}

@@ -8,10 +8,12 @@ import {
   TOKEN_ENCODINGS,
   type TokenEncoding,
 } from './encoding';
+import { countBatch } from './batch-count';
 import { ContentCache } from './content-cache';
 import {
   messageTexts,
   persistedCount,
+  stampCount,
   type MessageTexts,
   REPLY_PRIMING,
   TOOL_DEFINITION_OVERHEAD,
@@ -104,7 +106,7 @@ export class TokenEstimator implements OnApplicationShutdown {
   countMessage(message: ModelMessage, encoding: TokenEncoding): number {
     const known = this.knownCount(message, encoding);
     if (known !== undefined) return known;
-    return this.countTexts(message, messageTexts(message), encoding);
+    return this.remember(message, encoding, this.inlineTotal(messageTexts(message), encoding));
   }
 
   /** Sum of `countMessage` over the list plus the 3 reply-priming tokens. */
@@ -156,13 +158,7 @@ export class TokenEstimator implements OnApplicationShutdown {
 
   /** Like `countMessage`, counting large texts in a worker; fills the same caches. */
   async countMessageAsync(message: ModelMessage, encoding: TokenEncoding): Promise<number> {
-    const known = this.knownCount(message, encoding);
-    if (known !== undefined) return known;
-    const texts = messageTexts(message);
-    if (this.uncachedChars(texts, encoding) <= this.workerThreshold) {
-      return this.countTexts(message, texts, encoding);
-    }
-    return this.countMessageOffLoop(message, texts, encoding);
+    return this.batch([message], encoding, false);
   }
 
   /**
@@ -176,26 +172,18 @@ export class TokenEstimator implements OnApplicationShutdown {
     messages: readonly ModelMessage[],
     encoding: TokenEncoding,
   ): Promise<number> {
-    let total = REPLY_PRIMING;
-    let uncached = 0;
-    const open: { message: ModelMessage; texts: MessageTexts }[] = [];
-    for (const message of messages) {
-      const known = this.knownCount(message, encoding);
-      if (known !== undefined) total += known;
-      else {
-        const texts = messageTexts(message);
-        open.push({ message, texts });
-        uncached += this.uncachedChars(texts, encoding);
-      }
-    }
-    if (uncached <= this.workerThreshold) {
-      for (const { message, texts } of open) total += this.countTexts(message, texts, encoding);
-      return total;
-    }
-    const counts = await Promise.all(
-      open.map(({ message, texts }) => this.countMessageOffLoop(message, texts, encoding)),
-    );
-    return counts.reduce((sum, n) => sum + n, total);
+    return REPLY_PRIMING + (await this.batch(messages, encoding, false));
+  }
+
+  /**
+   * Writes each message's count for `encoding` into its `metadata.tokenCount` (a new object,
+   * the counts of other encodings kept), for messages the caller built and owns: history read
+   * back from a store that keeps no counts then costs no per-object cache entry, and every later
+   * count of the same message is a field read. Uncached texts are counted as
+   * `countMessagesAsync` does, off the loop when they add up to more than `workerThreshold`.
+   */
+  async stampCounts(messages: readonly ModelMessage[], encoding: TokenEncoding): Promise<void> {
+    await this.batch(messages, encoding, true);
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */
@@ -232,31 +220,39 @@ export class TokenEstimator implements OnApplicationShutdown {
     return found;
   }
 
-  /** Characters of a message's texts that are not in the content cache. */
-  private uncachedChars({ texts }: MessageTexts, encoding: TokenEncoding): number {
-    const { cache } = this.encoding(encoding);
-    let chars = 0;
-    for (const text of texts) if (text && cache.get(text) === undefined) chars += text.length;
-    return chars;
+  /** `countBatch` over `messages`: counts remembered, or stamped into the messages. */
+  private batch(
+    messages: readonly ModelMessage[],
+    encoding: TokenEncoding,
+    stamp: boolean,
+  ): number | Promise<number> {
+    return countBatch(
+      messages,
+      stamp ? (m) => persistedCount(m, encoding) : (m) => this.knownCount(m, encoding),
+      stamp
+        ? (m, count) => stampCount(m, encoding, count)
+        : (m, count) => this.remember(m, encoding, count),
+      {
+        cache: this.encoding(encoding).cache,
+        threshold: this.workerThreshold,
+        inline: (texts) => this.inlineTotal(texts, encoding),
+        offLoop: (texts) => this.offLoopTotal(texts, encoding),
+      },
+    );
   }
 
-  /** The message counted inline from its texts, and remembered. */
-  private countTexts(
-    message: ModelMessage,
-    { texts, overhead }: MessageTexts,
-    encoding: TokenEncoding,
-  ) {
+  /** A message's count from its texts, encoded here. */
+  private inlineTotal({ texts, overhead }: MessageTexts, encoding: TokenEncoding): number {
     let total = overhead;
     for (const text of texts) total += this.countText(text, encoding);
-    return this.remember(message, encoding, total);
+    return total;
   }
 
-  /** The message counted with its uncached texts encoded in the workers. */
-  private async countMessageOffLoop(
-    message: ModelMessage,
+  /** A message's count from its texts, the uncached ones encoded in the workers. */
+  private async offLoopTotal(
     { texts, overhead }: MessageTexts,
     encoding: TokenEncoding,
-  ) {
+  ): Promise<number> {
     // Texts over the threshold take the public way, the one `countTextAsync` documents.
     const counts = await Promise.all(
       texts.map((text) =>
@@ -265,11 +261,7 @@ export class TokenEstimator implements OnApplicationShutdown {
           : this.countOffLoop(text, encoding),
       ),
     );
-    return this.remember(
-      message,
-      encoding,
-      counts.reduce((sum, n) => sum + n, overhead),
-    );
+    return counts.reduce((sum, n) => sum + n, overhead);
   }
 
   /** One text counted in a worker (cached ones are not sent); inline if the worker fails. */

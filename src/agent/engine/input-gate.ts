@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../contracts';
 import { setMaxListeners } from 'node:events';
 import { Logger } from '@nestjs/common';
 import {
@@ -84,7 +84,7 @@ export class InputGate {
     // One text policy (U+0000, lone surrogates) before the model and the store see the input,
     // so both see the same text; the session id is the caller's key and stays as given.
     const { sessionId, ...rest } = message;
-    const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? randomUUID() };
+    const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? newId() };
     // The deletion epoch is taken now, before anything is awaited (S7).
     const epoch = this.epochOf(accepted.sessionId);
     return this.track(accepted, () => this.accept(accepted, epoch, onAccepted));

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../contracts';
 import { Logger } from '@nestjs/common';
 import type {
   AbortOptions,
@@ -153,7 +153,7 @@ export class TurnScheduler implements SessionLanes {
   private pump(sessionId: string): void {
     const lane = this.lanes.get(sessionId);
     if (!lane || lane.running || this.admission.isHeld(sessionId)) return;
-    const turnId = randomUUID();
+    const turnId = newId();
     const opened = lane.openNext(turnId);
     if (opened) this.start(sessionId, turnId, lane, opened);
     else if (lane.idle) this.lanes.delete(sessionId);

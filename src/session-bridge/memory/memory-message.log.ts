@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../contracts';
 import { frozenCopy } from './frozen-copy';
 import {
   isControlKind,
@@ -43,7 +43,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
       // The one copy of the caller's message, frozen: the caller keeps its own.
       const message: Message = frozenCopy({
         ...input,
-        id: randomUUID(),
+        id: newId(),
         createdAt: input.createdAt ?? this.now(),
       });
       const log = this.sessions.get(message.sessionId) ?? [];

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../contracts';
 import type { ExpressionBuilder, Insertable, Kysely, Selectable } from 'kysely';
 import {
   CONTROL_KINDS,
@@ -180,7 +180,7 @@ function toRow(m: NewMessage, createdAt: string): Insertable<MessagesTable> {
   const metadata = m.metadata ?? {};
   const turnId = metadata[WellKnownMetadataKeys.TurnId];
   return {
-    id: randomUUID(),
+    id: newId(),
     session_id: m.sessionId,
     role: m.role,
     kind: m.kind ?? null,

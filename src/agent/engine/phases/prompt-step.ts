@@ -14,7 +14,7 @@ import { historyLimitOf, type TurnState } from '../turn-state';
  * inputs left out), then the opening inputs.
  */
 export async function basePrompt(
-  ports: Pick<EnginePorts, 'history' | 'options'>,
+  ports: Pick<EnginePorts, 'history' | 'options' | 'estimator'>,
   state: TurnState,
 ): Promise<ModelMessage[]> {
   const own = new Set(state.turn.inputs.map((i) => i.archived?.id));
@@ -31,6 +31,8 @@ export async function basePrompt(
     content: ports.options.systemPrompt,
     metadata: { injector: 'persona', bucket: 'persona' },
   };
+  // Counted now (off the loop when large), into the messages built here.
+  await ports.estimator.stampCounts([system, ...history], state.encodingOf(ports.estimator));
   return [system, ...history, ...state.openingMessages];
 }
 

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '../../../contracts';
 import {
   WellKnownMetadataKeys as K,
   type ContentSegment,
@@ -91,7 +91,7 @@ async function runOne(
   call: ToolCall,
   offered: ReadonlySet<string> | undefined,
 ): Promise<ExecutedCall> {
-  const callId = randomUUID();
+  const callId = newId();
   const startTime = Date.now();
   const context = toolContext(state, callId);
   const parsed = parseArguments(call.function.arguments);

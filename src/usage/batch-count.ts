@@ -1,0 +1,69 @@
+import type { ModelMessage } from '../contracts';
+import type { ContentCache } from './content-cache';
+import { messageTexts, type MessageTexts } from './message-texts';
+
+/** How `countBatch` counts the texts it finds no count for. */
+export interface TextCounting {
+  /** Counts by content of the batch's encoding. */
+  cache: ContentCache;
+  /** Uncached characters up to which a batch is counted inline. */
+  threshold: number;
+  /** A message's count from its texts, encoded here. */
+  inline(texts: MessageTexts): number;
+  /** A message's count from its texts, the uncached ones encoded in worker threads. */
+  offLoop(texts: MessageTexts): Promise<number>;
+}
+
+/**
+ * The sum of the counts of `messages`, one pass: a message with a `known` count adds it; one
+ * whose texts are all in the content cache adds their sum at once; the rest are counted inline
+ * when their uncached texts add up to at most `threshold` characters (a few milliseconds of
+ * encoding), else in the worker threads, whatever the size of each message. Every message
+ * counted here is handed to `keep` with its count. No promise is made unless a worker is used.
+ */
+export function countBatch(
+  messages: readonly ModelMessage[],
+  known: (message: ModelMessage) => number | undefined,
+  keep: (message: ModelMessage, count: number) => void,
+  counting: TextCounting,
+): number | Promise<number> {
+  let total = 0;
+  let uncached = 0;
+  let open: { message: ModelMessage; texts: MessageTexts }[] | undefined;
+  for (const message of messages) {
+    const count = known(message);
+    if (count !== undefined) {
+      total += count;
+      continue;
+    }
+    const texts = messageTexts(message);
+    let sum = texts.overhead;
+    let missing = 0;
+    for (const text of texts.texts) {
+      const cached = text ? counting.cache.get(text) : 0;
+      if (cached === undefined) missing += text.length;
+      else sum += cached;
+    }
+    if (missing === 0) {
+      keep(message, sum);
+      total += sum;
+    } else {
+      (open ??= []).push({ message, texts });
+      uncached += missing;
+    }
+  }
+  if (!open) return total;
+  if (uncached <= counting.threshold) {
+    for (const { message, texts } of open) {
+      const count = counting.inline(texts);
+      keep(message, count);
+      total += count;
+    }
+    return total;
+  }
+  const pending = open;
+  return Promise.all(pending.map(({ texts }) => counting.offLoop(texts))).then((counts) => {
+    pending.forEach(({ message }, i) => keep(message, counts[i]));
+    return counts.reduce((sum, n) => sum + n, total);
+  });
+}

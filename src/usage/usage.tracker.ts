@@ -46,8 +46,11 @@ export type UsageLevel = (typeof USAGE_LEVELS)[number];
 /** Every this many events of a session the log line is written even if the level did not change. */
 export const USAGE_LOG_EVERY = 10;
 
-/** Most sessions whose log state is kept; the oldest is forgotten beyond this. */
-const MAX_LOG_SESSIONS = 10_000;
+/**
+ * Most sessions whose log state is kept, the most recently active ones: an idle session costs
+ * nothing here, and one that comes back after it was forgotten logs its next line as a first.
+ */
+const MAX_LOG_SESSIONS = 1_000;
 
 /** The level index (0 OK .. 3 CRITICAL) of a usage ratio. */
 export function usageLevel(ratio: number): 0 | 1 | 2 | 3 {
@@ -138,12 +141,12 @@ export class UsageTracker {
    */
   noteUsage(event: TokenUsageEvent): boolean {
     let state = this.logState.get(event.sessionId);
-    if (!state) {
-      state = { count: 0, lastLevel: -1 };
-      this.logState.set(event.sessionId, state);
-      if (this.logState.size > MAX_LOG_SESSIONS) {
-        this.logState.delete(this.logState.keys().next().value as string);
-      }
+    // Re-inserted on use: the map's first key is the least recently active session.
+    if (state) this.logState.delete(event.sessionId);
+    else state = { count: 0, lastLevel: -1 };
+    this.logState.set(event.sessionId, state);
+    if (this.logState.size > MAX_LOG_SESSIONS) {
+      this.logState.delete(this.logState.keys().next().value as string);
     }
     // Count turns, not calls: a 20-call tool loop is one turn. Snapshots count as their own.
     const newTurn = event.turnId === undefined || event.turnId !== state.lastTurn;

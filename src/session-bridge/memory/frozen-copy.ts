@@ -1,3 +1,5 @@
+import { WellKnownMetadataKeys, type Message, type NewMessage } from '../../contracts';
+
 /**
  * A deep copy of `value`: plain objects and arrays are copied by hand (much cheaper than
  * `structuredClone` for the small trees messages and settings are); anything else a caller put
@@ -31,4 +33,75 @@ export function frozenCopy<T>(value: T): T {
 /** A deep copy of `value` for a reader to own. */
 export function plainCopy<T>(value: T): T {
   return deepCopy(value, false);
+}
+
+/**
+ * Metadata values the engine writes on nearly every message, the same again and again, holding
+ * no words of the user's (kept after a session is deleted, they must not): token counts, the
+ * model reference, a turn record that is only an outcome (and source).
+ */
+const SHARED = new Map<string, (value: Record<string, unknown>) => boolean>([
+  [WellKnownMetadataKeys.TokenCount, (value) => Object.values(value).every(isCount)],
+  [WellKnownMetadataKeys.Model, (value) => Object.values(value).every(isShortText)],
+  [
+    WellKnownMetadataKeys.TurnRecord,
+    (value) =>
+      Object.keys(value).every((k) => k === 'outcome' || k === 'source') &&
+      Object.values(value).every(isShortText),
+  ],
+]);
+/** Shared frozen metadata values, by key and JSON. */
+const shared = new Map<string, object>();
+/** Most shared values kept (they repeat: a few thousand cover nearly all). */
+const MAX_SHARED = 4_096;
+/** Most fields of a shared value. */
+const MAX_SHARED_FIELDS = 4;
+
+const isCount = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v);
+const isShortText = (v: unknown) => typeof v === 'string' && v.length <= 64;
+
+/**
+ * A frozen copy of the metadata value under `key`: for the values `SHARED` names, one shared
+ * frozen object per distinct value, so that a thousand messages do not keep a thousand copies.
+ */
+function frozenValue(key: string, value: unknown): unknown {
+  const test = SHARED.get(key);
+  if (!test || typeof value !== 'object' || value === null || !isPlain(value)) {
+    return frozenCopy(value);
+  }
+  const fields = value as Record<string, unknown>;
+  if (Object.keys(fields).length > MAX_SHARED_FIELDS || !test(fields)) return frozenCopy(value);
+  const id = `${key}:${JSON.stringify(fields)}`;
+  let found = shared.get(id);
+  if (!found) {
+    found = frozenCopy(fields);
+    if (shared.size < MAX_SHARED) shared.set(id, found);
+  }
+  return found;
+}
+
+/**
+ * The memory log's record of a new message: a deep frozen copy with its id and time, built as one
+ * object literal (its fields kept in the object itself, no separate property store), the token
+ * metadata values that repeat shared (`frozenValue`).
+ */
+export function frozenMessage(input: NewMessage, id: string, createdAt: string): Message {
+  const metadata: Record<string, unknown> = {};
+  for (const key of Object.keys(input.metadata)) {
+    const value = input.metadata[key];
+    metadata[key] = frozenValue(key, value);
+  }
+  const message: Message = {
+    id,
+    sessionId: input.sessionId,
+    role: input.role,
+    content: input.content,
+    metadata: Object.freeze(metadata),
+    createdAt,
+  };
+  for (const key of Object.keys(input) as (keyof NewMessage)[]) {
+    if (!(key in message))
+      (message as unknown as Record<string, unknown>)[key] = frozenCopy(input[key]);
+  }
+  return Object.freeze(message);
 }

@@ -8,10 +8,16 @@ import {
   type Settlement,
 } from '../../contracts';
 
-/** An entry with the time it settled (kept for `prune`, not part of `InboxEntry`). */
+/**
+ * An entry as kept: what is set later (turn, settlement, the time it settled, kept for `prune`)
+ * beside the accepted entry, every field present from the start, so the record keeps them in
+ * itself (no separate property store per entry).
+ */
 interface Stored {
   entry: InboxEntry;
-  settledAt?: string;
+  turnId: string | undefined;
+  settlement: Settlement | undefined;
+  settledAt: string | undefined;
 }
 
 /**
@@ -39,7 +45,7 @@ export class MemoryInputInbox implements InputInbox {
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     const message = normaliseDeep(given);
     const known = this.entries.get(message.id);
-    if (known) return { entry: readCopy(known.entry), duplicate: true };
+    if (known) return { entry: readCopy(known), duplicate: true };
     const entry: InboxEntry = {
       id: message.id,
       sessionId: message.sessionId,
@@ -47,24 +53,31 @@ export class MemoryInputInbox implements InputInbox {
       seq: ++this.lastSeq,
       acceptedAt: new Date().toISOString(),
     };
-    this.entries.set(entry.id, { entry });
-    return { entry: readCopy(entry), duplicate: false };
+    const stored: Stored = {
+      entry,
+      turnId: undefined,
+      settlement: undefined,
+      settledAt: undefined,
+    };
+    this.entries.set(entry.id, stored);
+    return { entry: readCopy(stored), duplicate: false };
   }
 
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
     for (const id of ids) {
       const stored = this.entries.get(normaliseText(id));
       // A settled entry stays as it settled.
-      if (stored && !stored.entry.settlement) stored.entry.turnId = normaliseText(turnId);
+      if (stored && !stored.settlement) stored.turnId = normaliseText(turnId);
     }
   }
 
   async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
     const settledAt = new Date().toISOString();
+    const frozen = frozenCopy(normaliseDeep(settlement));
     for (const id of ids) {
       const stored = this.entries.get(normaliseText(id));
-      if (!stored || stored.entry.settlement) continue;
-      stored.entry.settlement = frozenCopy(normaliseDeep(settlement));
+      if (!stored || stored.settlement) continue;
+      stored.settlement = frozen;
       stored.settledAt = settledAt;
       this.settledCount++;
     }
@@ -83,14 +96,13 @@ export class MemoryInputInbox implements InputInbox {
 
   async get(id: string): Promise<InboxEntry | undefined> {
     const stored = this.entries.get(normaliseText(id));
-    return stored && readCopy(stored.entry);
+    return stored && readCopy(stored);
   }
 
   async unsettled(sessionId?: string): Promise<InboxEntry[]> {
     const session = sessionId === undefined ? undefined : normaliseText(sessionId);
     return [...this.entries.values()]
-      .map((s) => s.entry)
-      .filter((e) => !e.settlement && (session === undefined || e.sessionId === session))
+      .filter((s) => !s.settlement && (session === undefined || s.entry.sessionId === session))
       .map(readCopy);
   }
 
@@ -121,12 +133,13 @@ export class MemoryInputInbox implements InputInbox {
  * What a reader gets: its own entry, message, message metadata and settlement over the frozen
  * stored values (nested values are shared and read-only), instead of a deep clone per read.
  */
-function readCopy(entry: InboxEntry): InboxEntry {
+function readCopy({ entry, turnId, settlement }: Stored): InboxEntry {
   const { message } = entry;
   const copy: InboxEntry = {
     ...entry,
     message: message.metadata ? { ...message, metadata: { ...message.metadata } } : { ...message },
   };
-  if (entry.settlement) copy.settlement = { ...entry.settlement };
+  if (turnId !== undefined) copy.turnId = turnId;
+  if (settlement) copy.settlement = { ...settlement };
   return copy;
 }

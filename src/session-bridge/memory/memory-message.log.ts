@@ -1,5 +1,5 @@
 import { newId } from '../../contracts';
-import { frozenCopy } from './frozen-copy';
+import { frozenMessage } from './frozen-copy';
 import {
   isControlKind,
   normaliseDeep,
@@ -41,11 +41,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
         continue;
       }
       // The one copy of the caller's message, frozen: the caller keeps its own.
-      const message: Message = frozenCopy({
-        ...input,
-        id: newId(),
-        createdAt: input.createdAt ?? this.now(),
-      });
+      const message = frozenMessage(input, newId(), input.createdAt ?? this.now());
       const log = this.sessions.get(message.sessionId) ?? [];
       log.push(message);
       this.sessions.set(message.sessionId, log);

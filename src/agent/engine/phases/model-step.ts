@@ -99,6 +99,10 @@ async function consume(
     if (chunk.toolCalls?.length) toolCalls = chunk.toolCalls;
     if (chunk.usage) usage = { ...usage, ...chunk.usage };
   }
+  // The timeline's text and the answer are built from the same deltas: keep one string, not
+  // two equal ones (the reply is persisted with both).
+  const last = state.segments[state.segments.length - 1];
+  if (last?.type === 'text' && last.content === content) last.content = content;
   return { content, reasoningContent: reasoning || undefined, toolCalls, usage };
 }
 

@@ -137,7 +137,8 @@ export class HostHistoryStore implements HistoryStore {
   constructor(private readonly inner: MemoryMessageLog) {}
 
   async history(sessionId: string, query?: HistoryQuery): Promise<Message[]> {
-    const rows = await this.inner.history(sessionId, query);
+    // One fresh object per row, as a driver makes them (not a copy of a copy).
+    const rows = await this.inner.readonlyHistory(sessionId, query);
     return rows.map((row) => {
       const { tokenCount: _dropped, ...metadata } = row.metadata;
       const fresh: Message = { ...row, metadata };

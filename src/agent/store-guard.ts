@@ -77,6 +77,7 @@ export function guardStores(
     ]),
     history: guardStore(history, 'history', [
       'history',
+      'readonlyHistory',
       'count',
       'clear',
       'rollbackTurn',

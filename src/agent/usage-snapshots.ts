@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ModelMessage, TokenUsageEvent } from '../contracts';
 import { ModelRegistry } from '../llm';
-import { historyToModelMessages, PromptAssembler } from '../prompt';
+import { historyForModel, historyToModelMessages, PromptAssembler } from '../prompt';
 import { TokenEstimator, UsageTracker } from '../usage';
 import { AGENT_OPTIONS } from './agent.module-definition';
 import { tokenBudgetFor, type ResolvedAgentOptions } from './agent.options';
@@ -32,7 +32,7 @@ export class UsageSnapshots {
     const contextWindow = resolved?.capabilities.contextWindow ?? options.contextWindow;
     const maxTokens = resolved?.capabilities.maxOutputTokens ?? options.maxOutputTokens;
     const historyLimit = settings?.historyLimit ?? options.historyLimit;
-    const stored = await this.stores.history.history(sessionId, { limit: historyLimit });
+    const stored = await historyForModel(this.stores.history, sessionId, { limit: historyLimit });
     const base: ModelMessage[] = [
       {
         role: 'system',

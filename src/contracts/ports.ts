@@ -55,6 +55,12 @@ export interface HistoryQuery {
 export interface HistoryStore {
   /** Active messages in order, oldest first, within `limit` conversation messages. */
   history(sessionId: string, query?: HistoryQuery): Promise<Message[]>;
+  /**
+   * Optional: `history` for a reader that changes nothing it gets (the agent building a model
+   * call). A store that keeps immutable (frozen) records returns them as they are, with no copy
+   * per read; without it the agent calls `history`.
+   */
+  readonlyHistory?(sessionId: string, query?: HistoryQuery): Promise<readonly Readonly<Message>[]>;
   /** Number of active conversation messages (control kinds excluded). */
   count(sessionId: string): Promise<number>;
   /** Removes the history of one session, or of all sessions when `sessionId` is undefined. */

@@ -10,22 +10,33 @@ export function compose<C>(
   middlewares: readonly HookMiddleware<C>[],
   defaultAction?: (ctx: C) => Promise<void> | void,
 ): (ctx: C) => Promise<boolean> {
-  return async (ctx: C) => {
+  // Plain functions returning the middlewares' own promises, not an async wrapper per layer:
+  // a no-op middleware then costs one promise, not four. A synchronous throw anywhere becomes a
+  // rejection, as it would in an async function.
+  return (ctx: C) => {
     let reached = false;
-    const dispatch = async (index: number): Promise<void> => {
-      if (index === middlewares.length) {
-        reached = true;
-        if (defaultAction) await defaultAction(ctx);
-        return;
+    const dispatch = (index: number): Promise<void> => {
+      try {
+        if (index === middlewares.length) {
+          reached = true;
+          return defaultAction ? Promise.resolve(defaultAction(ctx)) : RESOLVED;
+        }
+        let called = false;
+        return Promise.resolve(
+          middlewares[index](ctx, () => {
+            if (called) return Promise.reject(new NextCalledTwiceError(hook));
+            called = true;
+            return dispatch(index + 1);
+          }),
+        );
+      } catch (error) {
+        // Whatever was thrown, unchanged, as an async function would reject with it.
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+        return Promise.reject(error);
       }
-      let called = false;
-      await middlewares[index](ctx, async () => {
-        if (called) throw new NextCalledTwiceError(hook);
-        called = true;
-        await dispatch(index + 1);
-      });
     };
-    await dispatch(0);
-    return reached;
+    return dispatch(0).then(() => reached);
   };
 }
+
+const RESOLVED: Promise<void> = Promise.resolve();

@@ -17,6 +17,8 @@ interface Registration {
   seq: number;
 }
 
+const REACHED: Promise<boolean> = Promise.resolve(true);
+
 /** The hook key type: the typed names plus any string for hooks declared elsewhere. */
 type AnyHookName = HookName | (string & {});
 type ContextOf<K> = K extends HookName ? HookContextMap[K] : any;
@@ -28,6 +30,7 @@ type ContextOf<K> = K extends HookName ? HookContextMap[K] : any;
 @Injectable()
 export class HookRegistry {
   private readonly chains = new Map<string, Registration[]>();
+  private readonly fns = new WeakMap<Registration[], HookMiddleware[]>();
   private seq = 0;
 
   /** Adds a middleware; returns a function that removes it again. */
@@ -54,22 +57,28 @@ export class HookRegistry {
    * reached, `false` when a middleware did not call `next`. The chain is the one registered when
    * the run starts.
    */
-  async run<K extends AnyHookName>(
+  run<K extends AnyHookName>(
     name: K,
     ctx: ContextOf<K>,
     defaultAction?: (ctx: ContextOf<K>) => Promise<void> | void,
   ): Promise<boolean> {
     const chain = this.chains.get(name);
-    if (!chain?.length) {
-      // Awaited inside an async function, so a synchronous throw becomes a rejection too.
-      await defaultAction?.(ctx);
-      return true;
+    if (chain?.length) return compose(name, this.fnsOf(chain), defaultAction)(ctx);
+    if (!defaultAction) return REACHED;
+    try {
+      return Promise.resolve(defaultAction(ctx)).then(() => true);
+    } catch (error) {
+      // A synchronous throw is a rejection too, with what was thrown, as from an async function.
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+      return Promise.reject(error);
     }
-    return compose(
-      name,
-      chain.map((r) => r.fn),
-      defaultAction,
-    )(ctx);
+  }
+
+  /** The middlewares of a chain, listed once per chain (a chain is replaced, never changed). */
+  private fnsOf(chain: Registration[]): HookMiddleware[] {
+    let fns = this.fns.get(chain);
+    if (!fns) this.fns.set(chain, (fns = chain.map((r) => r.fn)));
+    return fns;
   }
 
   /** Removes every registration of an owner; returns how many. */

@@ -1,4 +1,13 @@
-import { ControlKinds, type Message, type ModelMessage } from '../contracts';
+import {
+  ControlKinds,
+  type HistoryQuery,
+  type HistoryStore,
+  type Message,
+  type ModelMessage,
+} from '../contracts';
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const EVENT_MARKER = ControlKinds.EventMarker;
 
 /**
  * Drops orphan tool calls from history before it is sent: a tool result that does not follow
@@ -70,7 +79,7 @@ export function historyToModelMessages(
   history: readonly Message[],
   options: HistoryViewOptions = {},
 ): ModelMessage[] {
-  const visible = history.filter((m) => m.kind !== ControlKinds.EventMarker);
+  const visible = history.filter((m) => m.kind !== EVENT_MARKER);
   return sanitiseToolGroups(visible).kept.map((m) => {
     const content =
       m.role === 'user' ? speakerContent(m.content, m.metadata, !!options.room) : m.content;
@@ -82,4 +91,18 @@ export function historyToModelMessages(
     if (m.reasoningContent) out.reasoningContent = m.reasoningContent;
     return out;
   });
+}
+
+/**
+ * History for building a model call, which changes nothing it reads: the store's own frozen
+ * records when it offers them (`readonlyHistory`), else `history`.
+ */
+export function historyForModel(
+  store: HistoryStore,
+  sessionId: string,
+  query?: HistoryQuery,
+): Promise<readonly Readonly<Message>[]> {
+  return store.readonlyHistory
+    ? store.readonlyHistory(sessionId, query)
+    : store.history(sessionId, query);
 }

@@ -67,3 +67,8 @@ export function countBatch(
     return counts.reduce((sum, n) => sum + n, total);
   });
 }
+
+/** Nothing for a count already made, a promise of nothing for one still being made. */
+export function settledOrPending(count: number | Promise<number>): void | Promise<void> {
+  if (typeof count !== 'number') return count.then(() => undefined);
+}

@@ -8,7 +8,7 @@ import {
   TOKEN_ENCODINGS,
   type TokenEncoding,
 } from './encoding';
-import { countBatch } from './batch-count';
+import { countBatch, settledOrPending } from './batch-count';
 import { ContentCache } from './content-cache';
 import {
   messageTexts,
@@ -182,8 +182,17 @@ export class TokenEstimator implements OnApplicationShutdown {
    * count of the same message is a field read. Uncached texts are counted as
    * `countMessagesAsync` does, off the loop when they add up to more than `workerThreshold`.
    */
-  async stampCounts(messages: readonly ModelMessage[], encoding: TokenEncoding): Promise<void> {
-    await this.batch(messages, encoding, true);
+  stampCounts(messages: readonly ModelMessage[], encoding: TokenEncoding): void | Promise<void> {
+    return settledOrPending(this.batch(messages, encoding, true));
+  }
+
+  /**
+   * `countMessagesAsync` for its caches only: fills them, off the loop when large, and returns
+   * a promise only when there is something to wait for (worker threads counting), so a list
+   * whose counts are all known costs no promise. The synchronous methods then only hit caches.
+   */
+  precount(messages: readonly ModelMessage[], encoding: TokenEncoding): void | Promise<void> {
+    return settledOrPending(this.batch(messages, encoding, false));
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */
@@ -277,7 +286,8 @@ export class TokenEstimator implements OnApplicationShutdown {
   }
 
   private knownCount(message: ModelMessage, encoding: TokenEncoding): number | undefined {
-    return this.messageCache.get(message)?.[encoding] ?? persistedCount(message, encoding);
+    // The field first: most messages carry their count (stored, or stamped by the turn).
+    return persistedCount(message, encoding) ?? this.messageCache.get(message)?.[encoding];
   }
 
   private remember(message: ModelMessage, encoding: TokenEncoding, count: number): number {

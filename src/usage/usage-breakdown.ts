@@ -8,6 +8,9 @@ import {
   type UsageBreakdown,
 } from '../contracts';
 
+/** Read once: a re-exported binding is a getter call on every access. */
+const isControl = isControlKind;
+
 /** The bucket one sent message is counted in. */
 export type MessageBucket = ContributionBucket | 'history' | 'toolResults';
 
@@ -53,7 +56,7 @@ function kindOf(message: BucketableMessage): string | undefined {
 
 /** Whether a message is bookkeeping (event marker, stop marker, ...), not conversation (U5). */
 export function isControlMessage(message: BucketableMessage): boolean {
-  return isControlKind(kindOf(message));
+  return isControl(kindOf(message));
 }
 
 /**

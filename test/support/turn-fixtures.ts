@@ -411,6 +411,9 @@ export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions 
 export function useMemoryLog(mocks: TurnMocks, log = new MemoryMessageLog()): MemoryMessageLog {
   mocks.archive.append.mockImplementation((messages) => log.append(messages));
   mocks.history.history.mockImplementation((sessionId, query) => log.history(sessionId, query));
+  mocks.history.readonlyHistory.mockImplementation((sessionId, query) =>
+    log.readonlyHistory(sessionId, query),
+  );
   mocks.history.count.mockImplementation((sessionId) => log.count(sessionId));
   return log;
 }

@@ -6,12 +6,15 @@ import type {
   TurnEntry,
   NewMessage,
 } from '../../contracts';
-import { WellKnownMetadataKeys as K } from '../../contracts';
+import { WellKnownMetadataKeys } from '../../contracts';
 import type { ResolvedModel } from '../../llm';
 import type { TokenEncoding, TokenEstimator } from '../../usage';
 import { speakerContent, TURN_INPUT_FLAG } from '../../prompt';
 import type { ResolvedAgentOptions } from '../agent.options';
 import type { Turn } from './turn';
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const K = WellKnownMetadataKeys;
 
 /** The reply as finalised by `agent:reply:before`. */
 export interface FinalReply {

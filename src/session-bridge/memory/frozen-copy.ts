@@ -35,46 +35,57 @@ export function plainCopy<T>(value: T): T {
   return deepCopy(value, false);
 }
 
+/** What a shared metadata value may hold: a count, or a short text. */
+type Field = 'count' | 'text';
 /**
  * Metadata values the engine writes on nearly every message, the same again and again, holding
  * no words of the user's (kept after a session is deleted, they must not): token counts, the
  * model reference, a turn record that is only an outcome (and source).
  */
-const SHARED = new Map<string, (value: Record<string, unknown>) => boolean>([
-  [WellKnownMetadataKeys.TokenCount, (value) => Object.values(value).every(isCount)],
-  [WellKnownMetadataKeys.Model, (value) => Object.values(value).every(isShortText)],
-  [
-    WellKnownMetadataKeys.TurnRecord,
-    (value) =>
-      Object.keys(value).every((k) => k === 'outcome' || k === 'source') &&
-      Object.values(value).every(isShortText),
-  ],
+const SHARED = new Map<string, { field: Field; keys?: ReadonlySet<string> }>([
+  [WellKnownMetadataKeys.TokenCount, { field: 'count' }],
+  [WellKnownMetadataKeys.Model, { field: 'text' }],
+  [WellKnownMetadataKeys.TurnRecord, { field: 'text', keys: new Set(['outcome', 'source']) }],
 ]);
-/** Shared frozen metadata values, by key and JSON. */
+/** Shared frozen metadata values, by key and fields. */
 const shared = new Map<string, object>();
 /** Most shared values kept (they repeat: a few thousand cover nearly all). */
 const MAX_SHARED = 4_096;
 /** Most fields of a shared value. */
 const MAX_SHARED_FIELDS = 4;
+/** Longest text field of a shared value. */
+const MAX_SHARED_TEXT = 64;
 
-const isCount = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v);
-const isShortText = (v: unknown) => typeof v === 'string' && v.length <= 64;
+/**
+ * The key under which `value` (the metadata value under `key`) is shared, or `undefined` when it
+ * is not one `SHARED` names: too many fields, a field of another kind, an unexpected key.
+ */
+function sharedKey(key: string, value: object): string | undefined {
+  const rule = SHARED.get(key);
+  if (!rule || !isPlain(value)) return undefined;
+  let id = key;
+  let fields = 0;
+  for (const name in value) {
+    const field = (value as Record<string, unknown>)[name];
+    if (++fields > MAX_SHARED_FIELDS || (rule.keys && !rule.keys.has(name))) return undefined;
+    if (rule.field === 'count') {
+      if (typeof field !== 'number' || !Number.isSafeInteger(field)) return undefined;
+    } else if (typeof field !== 'string' || field.length > MAX_SHARED_TEXT) return undefined;
+    id += `\u0000${name}\u0001${field}`;
+  }
+  return id;
+}
 
 /**
  * A frozen copy of the metadata value under `key`: for the values `SHARED` names, one shared
  * frozen object per distinct value, so that a thousand messages do not keep a thousand copies.
  */
 function frozenValue(key: string, value: unknown): unknown {
-  const test = SHARED.get(key);
-  if (!test || typeof value !== 'object' || value === null || !isPlain(value)) {
-    return frozenCopy(value);
-  }
-  const fields = value as Record<string, unknown>;
-  if (Object.keys(fields).length > MAX_SHARED_FIELDS || !test(fields)) return frozenCopy(value);
-  const id = `${key}:${JSON.stringify(fields)}`;
+  const id = typeof value === 'object' && value !== null ? sharedKey(key, value) : undefined;
+  if (id === undefined) return frozenCopy(value);
   let found = shared.get(id);
   if (!found) {
-    found = frozenCopy(fields);
+    found = frozenCopy(value as object);
     if (shared.size < MAX_SHARED) shared.set(id, found);
   }
   return found;

@@ -12,6 +12,9 @@ import {
   type NewMessage,
 } from '../../contracts';
 
+/** Read once: a re-exported binding is a getter call on every access. */
+const isControl = isControlKind;
+
 /**
  * In-memory history and archive over one message log per session. Serves both the
  * `HistoryStore` and the `MessageArchive` port. Text is kept as `normaliseText` makes it (ids
@@ -45,7 +48,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
       const log = this.sessions.get(message.sessionId) ?? [];
       log.push(message);
       this.sessions.set(message.sessionId, log);
-      if (!isControlKind(message.kind)) this.addConversation(message.sessionId, 1);
+      if (!isControl(message.kind)) this.addConversation(message.sessionId, 1);
       if (key !== undefined) this.byKey.set(key, message);
       stored.push(readCopy(message));
     }
@@ -53,8 +56,13 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
   }
 
   async history(sessionId: string, query: HistoryQuery = {}): Promise<Message[]> {
+    return (await this.readonlyHistory(sessionId, query)).map(readCopy);
+  }
+
+  /** The stored records themselves: deeply frozen, so a reader cannot change them. */
+  async readonlyHistory(sessionId: string, query: HistoryQuery = {}): Promise<readonly Message[]> {
     const log = this.sessions.get(normaliseText(sessionId)) ?? [];
-    return sliceByConversationLimit(log, query.limit ?? 0).map(readCopy);
+    return sliceByConversationLimit(log, query.limit ?? 0);
   }
 
   async count(sessionId: string): Promise<number> {
@@ -78,7 +86,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
         continue;
       }
       if (m.key !== undefined) this.byKey.delete(m.key);
-      if (!isControlKind(m.kind)) conversation++;
+      if (!isControl(m.kind)) conversation++;
     }
     this.sessions.set(id, kept);
     this.addConversation(id, -conversation);
@@ -106,7 +114,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
   /** Strictly increasing ISO times, so creation order is also time order. */
   private now(): string {
     this.lastTime = Math.max(Date.now(), this.lastTime + 1);
-    return new Date(this.lastTime).toISOString();
+    return isoTime(this.lastTime);
   }
 }
 
@@ -126,7 +134,26 @@ export function sliceByConversationLimit<T extends { kind?: string }>(
   if (!limit) return [...log];
   let seen = 0;
   for (let i = log.length - 1; i >= 0; i--) {
-    if (!isControlKind(log[i].kind) && ++seen === limit) return log.slice(i);
+    if (!isControl(log[i].kind) && ++seen === limit) return log.slice(i);
   }
   return [...log];
+}
+
+/** The ISO text of the last whole second formatted, to which the milliseconds are added. */
+let isoSecond = { second: NaN, prefix: '' };
+
+/**
+ * `new Date(ms).toISOString()`, formatting the date only once per second; flat (see `newId`),
+ * as it is kept.
+ */
+function isoTime(ms: number): string {
+  const second = Math.floor(ms / 1000);
+  if (second !== isoSecond.second) {
+    const iso = new Date(second * 1000).toISOString();
+    isoSecond = { second, prefix: iso.slice(0, 20) };
+  }
+  const millis = ms - second * 1000;
+  const text = `${isoSecond.prefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
+  text.charCodeAt(0);
+  return text;
 }

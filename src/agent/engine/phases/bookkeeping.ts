@@ -1,12 +1,15 @@
 import {
   ControlKinds,
-  WellKnownMetadataKeys as K,
+  WellKnownMetadataKeys,
   type NewMessage,
   type TurnEnd,
   type TurnRecord,
 } from '../../../contracts';
 import type { EnginePorts } from '../ports';
 import type { FinalReply, TurnState } from '../turn-state';
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const K = WellKnownMetadataKeys;
 
 /** The part of a `TurnEnd` its bookkeeping reads. */
 export type Ending = Pick<TurnEnd, 'outcome' | 'error'>;

@@ -4,7 +4,7 @@ import {
   type ModelMessage,
   type ToolDefinition,
 } from '../../../contracts';
-import { historyToModelMessages } from '../../../prompt';
+import { historyForModel, historyToModelMessages } from '../../../prompt';
 import { fitCall, type SentCall } from '../context-fit';
 import type { EnginePorts } from '../ports';
 import { historyLimitOf, type TurnState } from '../turn-state';
@@ -19,9 +19,8 @@ export async function basePrompt(
 ): Promise<ModelMessage[]> {
   const own = new Set(state.turn.inputs.map((i) => i.archived?.id));
   const limit = historyLimitOf(ports.options, state);
-  const stored = await ports.history.history(state.sessionId, {
-    limit: limit ? limit + own.size : 0,
-  });
+  const query = { limit: limit ? limit + own.size : 0 };
+  const stored = await historyForModel(ports.history, state.sessionId, query);
   const history = historyToModelMessages(
     stored.filter((m) => !own.has(m.id)),
     { room: state.isRoom },
@@ -32,7 +31,11 @@ export async function basePrompt(
     metadata: { injector: 'persona', bucket: 'persona' },
   };
   // Counted now (off the loop when large), into the messages built here.
-  await ports.estimator.stampCounts([system, ...history], state.encodingOf(ports.estimator));
+  const stamping = ports.estimator.stampCounts(
+    [system, ...history],
+    state.encodingOf(ports.estimator),
+  );
+  if (stamping) await stamping;
   return [system, ...history, ...state.openingMessages];
 }
 
@@ -73,7 +76,8 @@ export async function prepareCall(
   if (turn.signal.aborted) throw new TurnAbortedError();
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
   // the budget and usage below only hits the cache and never stalls other sessions.
-  await ports.estimator.countMessagesAsync(ctx.messages, state.encodingOf(ports.estimator));
+  const counting = ports.estimator.precount(ctx.messages, state.encodingOf(ports.estimator));
+  if (counting) await counting;
   const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0);
   return { ...fitted, tools: ctx.tools };
 }

@@ -1,10 +1,13 @@
 import {
-  WellKnownMetadataKeys as K,
+  WellKnownMetadataKeys,
   type ModelMessage,
   type ReplyBeforeContext,
 } from '../../../contracts';
 import type { EnginePorts } from '../ports';
 import type { FinalReply, TurnState } from '../turn-state';
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const K = WellKnownMetadataKeys;
 
 /** What the reply step decided: a reply, or another model call with this scaffold. */
 export type ReplyDecision =

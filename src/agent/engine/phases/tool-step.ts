@@ -1,6 +1,6 @@
 import { newId } from '../../../contracts';
 import {
-  WellKnownMetadataKeys as K,
+  WellKnownMetadataKeys,
   type ContentSegment,
   type ModelMessage,
   type NewMessage,
@@ -13,6 +13,9 @@ import {
 import { toolError, type ToolResult } from '../../tools';
 import type { EnginePorts } from '../ports';
 import type { TurnState } from '../turn-state';
+
+/** Read once: a re-exported binding is a getter call on every access. */
+const K = WellKnownMetadataKeys;
 
 /** What running tool calls uses. */
 export type ToolStepPorts = Pick<

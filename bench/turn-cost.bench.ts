@@ -5,7 +5,8 @@
  * through a host's own store that returns fresh objects without them, against a bare loop that
  * makes the same model and tool calls, all in this process. Per-turn p50/p99 and turns/s for 1
  * session and for 64 sessions at once; per extra hook call and per extra streamed chunk.
- * Implementations interleave within each repetition; medians of `REPEATS`.
+ * Implementations take turns in blocks of 50 turns within each repetition (one session); medians
+ * of `REPEATS`.
  *
  * Run: node -r @swc-node/register -e "require('./bench/turn-cost.bench.ts').benchTurnCost().then(console.log)"
  */
@@ -23,6 +24,8 @@ import { median, percentile } from './support/stats';
 const REPEATS = Number(process.env.REPEATS ?? 5);
 /** Turns per session and repetition. */
 const TURNS = 400;
+/** Turns one row runs before the next row's turn (one session). */
+const BLOCK = 50;
 const CONCURRENT = 64;
 /** Turns per session and repetition with 64 sessions. */
 const CONCURRENT_TURNS = 20;
@@ -37,12 +40,18 @@ interface Figures {
   turnsPerSecond: number;
 }
 
-/** Runs `turn(session, i)` for `sessions` sessions at once, `turns` each; per-turn µs. */
-async function measure(
+/** Per-turn µs of a run, and how long it took in all. */
+interface Sample {
+  times: number[];
+  seconds: number;
+}
+
+/** Runs `turn(session, i)` for `sessions` sessions at once, `turns` each. */
+async function sample(
   sessions: number,
   turns: number,
   turn: (session: number, i: number) => Promise<void>,
-): Promise<Figures> {
+): Promise<Sample> {
   const times: number[] = [];
   const started = performance.now();
   await Promise.all(
@@ -54,12 +63,24 @@ async function measure(
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
+  return { times, seconds: (performance.now() - started) / 1000 };
+}
+
+function figures({ times, seconds }: Sample): Figures {
   return {
     p50: percentile(times, 50),
     p99: percentile(times, 99),
     turnsPerSecond: times.length / seconds,
   };
+}
+
+/** Runs `turn(session, i)` for `sessions` sessions at once, `turns` each; per-turn µs. */
+async function measure(
+  sessions: number,
+  turns: number,
+  turn: (session: number, i: number) => Promise<void>,
+): Promise<Figures> {
+  return figures(await sample(sessions, turns, turn));
 }
 
 /** An agent whose sessions already hold a full window. */
@@ -112,47 +133,68 @@ const ROWS: { row: Row; label: string; options?: SteadyOptions }[] = [
   },
 ];
 
-/** One repetition of every row, 1 session and 64 sessions. */
+/**
+ * One repetition of every row. One session: the rows take turns in blocks of `BLOCK` turns (both
+ * agents built and warm first), so a slower or faster spell of the machine falls on all of
+ * them alike; 64 sessions at once: one row after the other.
+ */
 async function repetition(): Promise<Record<Row, { one: Figures; many: Figures }>> {
-  const out = {} as Record<Row, { one: Figures; many: Figures }>;
-  for (const { row, options } of ROWS) {
-    if (!options) {
-      out[row] = {
-        one: await measure(1, TURNS, bareSessions(1)),
-        many: await measure(CONCURRENT, CONCURRENT_TURNS, bareSessions(CONCURRENT)),
-      };
-      continue;
-    }
-    const agent = await warmAgent(options, CONCURRENT);
-    try {
-      out[row] = {
-        one: await measure(1, TURNS, (s) => agentTurn(agent, s)),
-        many: await measure(CONCURRENT, CONCURRENT_TURNS, (s) => agentTurn(agent, s)),
-      };
-    } finally {
-      await agent.close();
-    }
-  }
-  return out;
-}
-
-/** Per-turn p50 in µs of a one-session agent built with `options`. */
-async function p50Of(options: SteadyOptions): Promise<number> {
-  const agent = await warmAgent(options, 1);
+  const agents: Partial<Record<Row, SteadyAgent>> = {};
   try {
-    return (await measure(1, TURNS, (s) => agentTurn(agent, s))).p50;
+    for (const { row, options } of ROWS) {
+      if (options) agents[row] = await warmAgent(options, CONCURRENT);
+    }
+    const turnOf = (row: Row, sessions: number) => {
+      const agent = agents[row];
+      return agent ? (s: number) => agentTurn(agent, s) : bareSessions(sessions);
+    };
+    const oneSession = ROWS.map(({ row }) => ({
+      row,
+      turn: turnOf(row, 1),
+      times: [] as number[],
+      seconds: 0,
+    }));
+    for (let block = 0; block < TURNS / BLOCK; block++) {
+      for (const entry of oneSession) {
+        const { times, seconds } = await sample(1, BLOCK, entry.turn);
+        entry.times.push(...times);
+        entry.seconds += seconds;
+      }
+    }
+    const out = {} as Record<Row, { one: Figures; many: Figures }>;
+    for (const { row, times, seconds } of oneSession) {
+      out[row] = {
+        one: figures({ times, seconds }),
+        many: await measure(CONCURRENT, CONCURRENT_TURNS, turnOf(row, CONCURRENT)),
+      };
+    }
+    return out;
   } finally {
-    await agent.close();
+    for (const agent of Object.values(agents)) await agent.close();
   }
 }
 
-/** µs per extra hook call and per extra chunk: turns with more of them against without. */
+/**
+ * µs per extra hook call and per extra chunk: turns with more of them against without, the three
+ * agents taking turns in blocks as the rows do.
+ */
 async function marginalCosts(): Promise<{ hook: number; chunk: number }> {
-  const base = await p50Of({});
-  const hooks = await p50Of({ extraHooks: EXTRA_HOOKS });
-  const chunks = await p50Of({ chunks: EXTRA_CHUNKS + 8 });
-  // agent:llm:before runs once per model call: twice per steady turn.
-  return { hook: (hooks - base) / (EXTRA_HOOKS * 2), chunk: (chunks - base) / EXTRA_CHUNKS };
+  const variants: SteadyOptions[] = [{}, { extraHooks: EXTRA_HOOKS }, { chunks: EXTRA_CHUNKS + 8 }];
+  const agents: SteadyAgent[] = [];
+  try {
+    for (const options of variants) agents.push(await warmAgent(options, 1));
+    const times: number[][] = agents.map(() => []);
+    for (let block = 0; block < TURNS / BLOCK; block++) {
+      for (const [i, agent] of agents.entries()) {
+        times[i].push(...(await sample(1, BLOCK, (s) => agentTurn(agent, s))).times);
+      }
+    }
+    const [base, hooks, chunks] = times.map((t) => percentile(t, 50));
+    // agent:llm:before runs once per model call: twice per steady turn.
+    return { hook: (hooks - base) / (EXTRA_HOOKS * 2), chunk: (chunks - base) / EXTRA_CHUNKS };
+  } finally {
+    for (const agent of agents) await agent.close();
+  }
 }
 
 /** Markdown section for BENCHMARKS.md. */

@@ -43,10 +43,19 @@ import { median } from '../support/stats';
 
 /** Repetitions; the table shows the median of their p50 and p99. */
 const REPETITIONS = 5;
-/** Measured turns per implementation and repetition (`PEERS_TURNS` overrides, for a quick run). */
+/**
+ * Measured turns per implementation and repetition (`PEERS_TURNS` overrides, for a quick run; a
+ * multiple of `BLOCK`).
+ */
 const TURNS = Number(process.env.PEERS_TURNS ?? 200);
-/** Interleaved turns per implementation before the first repetition, to warm the JIT. */
-const WARM_UP_ROUNDS = 100;
+/**
+ * Interleaved turns per implementation before the first repetition, so every implementation is
+ * measured optimised, as in a running server (V8 tiers code up only after many calls; a few
+ * hundred turns still measure partly unoptimised code). `PEERS_WARM_UP` overrides.
+ */
+const WARM_UP_ROUNDS = Number(process.env.PEERS_WARM_UP ?? 1_500);
+/** Turns an implementation runs in a row before the next one's (divides the turn counts). */
+const BLOCK = 20;
 /** The system prompt of the steady agent, with its one prompt contribution appended. */
 const SYSTEM =
   'You are a helpful assistant. Answer briefly and look things up first.\n\n' +
@@ -351,28 +360,33 @@ export async function benchPeers(): Promise<string> {
         );
       }
     }
-    // Rounds visit every implementation once; the starting one rotates so none always
-    // follows the same neighbour (whose garbage it might collect).
+    // A round gives every implementation `BLOCK` turns in a row, the starting one rotating so
+    // none always follows the same neighbour. In blocks, not turn by turn: a turn then pays
+    // for its own garbage, not for the collection of a neighbour's (turn by turn, the bare
+    // loop measured 5x and this project 3x their own cost), while a slower or faster spell of
+    // the machine still falls on all of them alike.
     const round = async (r: number, samples?: number[][]) => {
       for (let k = 0; k < impls.length; k++) {
         const i = (r + k) % impls.length;
-        const question = ask();
-        const started = process.hrtime.bigint();
-        await impls[i].turn(question);
-        const elapsed = Number(process.hrtime.bigint() - started) / 1e3;
-        samples?.[i].push(elapsed);
+        for (let t = 0; t < BLOCK; t++) {
+          const question = ask();
+          const started = process.hrtime.bigint();
+          await impls[i].turn(question);
+          const elapsed = Number(process.hrtime.bigint() - started) / 1e3;
+          samples?.[i].push(elapsed);
+        }
       }
     };
-    for (let r = 0; r < WARM_UP_ROUNDS; r++) await round(r);
+    for (let r = 0; r < WARM_UP_ROUNDS / BLOCK; r++) await round(r);
     const p50s: number[][] = impls.map(() => []);
     const p99s: number[][] = impls.map(() => []);
     for (let rep = 0; rep < REPETITIONS; rep++) {
       // Each repetition opens new sessions and fills their window before measuring, so every
       // repetition measures sessions of the same length.
       for (const impl of impls) impl.fresh();
-      for (let r = 0; r < WARM_UP_TURNS; r++) await round(r);
+      for (let r = 0; r < WARM_UP_TURNS / BLOCK; r++) await round(r);
       const samples: number[][] = impls.map(() => []);
-      for (let r = 0; r < TURNS; r++) await round(r, samples);
+      for (let r = 0; r < TURNS / BLOCK; r++) await round(r, samples);
       samples.forEach((values, i) => {
         const sorted = values.sort((a, b) => a - b);
         p50s[i].push(percentile(sorted, 0.5));
@@ -397,7 +411,7 @@ export async function benchPeers(): Promise<string> {
     return [
       `### Peer frameworks, same steady turn (${TURNS} turns per repetition, median of ${REPETITIONS})`,
       '',
-      'One process, the implementations interleaved turn by turn (rotating order), after',
+      `One process, the implementations taking turns in blocks of ${BLOCK} turns (rotating order), after`,
       `${WARM_UP_ROUNDS} warm-up turns each. Each repetition opens a new session per implementation`,
       `and runs ${WARM_UP_TURNS} unmeasured turns to fill its window, then ${TURNS} measured turns.`,
       'The steady turn: a zero-latency streaming model in process answering a `lookup` tool call,',

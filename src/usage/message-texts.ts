@@ -59,8 +59,6 @@ export function persistedCount(message: ModelMessage, encoding: TokenEncoding): 
  */
 export function stampCount(message: ModelMessage, encoding: TokenEncoding, count: number): void {
   const metadata = (message.metadata ??= {});
-  metadata[TOKEN_COUNT] = {
-    ...(metadata[TOKEN_COUNT] as TokenCounts | undefined),
-    [encoding]: count,
-  };
+  const known = metadata[TOKEN_COUNT] as TokenCounts | undefined;
+  metadata[TOKEN_COUNT] = known ? { ...known, [encoding]: count } : { [encoding]: count };
 }

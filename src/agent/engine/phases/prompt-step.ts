@@ -30,13 +30,12 @@ export async function basePrompt(
     content: ports.options.systemPrompt,
     metadata: { injector: 'persona', bucket: 'persona' },
   };
+  const list = [system, ...history];
   // Counted now (off the loop when large), into the messages built here.
-  const stamping = ports.estimator.stampCounts(
-    [system, ...history],
-    state.encodingOf(ports.estimator),
-  );
+  const stamping = ports.estimator.stampCounts(list, state.encodingOf(ports.estimator));
   if (stamping) await stamping;
-  return [system, ...history, ...state.openingMessages];
+  for (const message of state.openingMessages) list.push(message);
+  return list;
 }
 
 /** What preparing a model call uses. */

@@ -3,7 +3,7 @@
  * with `--expose-gc`) so the parent's heap does not count:
  *
  * 1. Memory of 10,000 sessions of one steady turn each (`steadyAgent()`, 64 turns at a time):
- *    heap and RSS after a forced GC, against the same process after one warm-up turn.
+ *    heap and RSS after forced GCs, against the same process after 3,000 warm-up turns.
  * 2. Event-loop delay (`monitorEventLoopDelay`, 1 ms resolution) while 32 sessions stream
  *    turns in a loop from a model that waits 2 ms before each chunk, alone (baseline) and
  *    during a turn of a new session whose whole ~100,000-token history comes from a host store
@@ -23,6 +23,7 @@ import {
   BIG_TURNS,
   CHUNK_DELAY_MS,
   SESSIONS,
+  WARM_UP_TURNS,
 } from './scale-child';
 import { median } from './support/stats';
 
@@ -110,9 +111,12 @@ async function memorySection(): Promise<string> {
   return [
     `### Scale: memory of ${SESSIONS.toLocaleString('en-US')} sessions, one steady turn each (median of ${RUNS} child processes)`,
     '',
-    'Each run is a fresh process (`--expose-gc`): `steadyAgent()`, one warm-up turn in a',
-    'throwaway session, a forced GC, then the baseline (`process.memoryUsage()`); then one turn',
-    `in each of ${SESSIONS.toLocaleString('en-US')} new sessions, ${AT_ONCE} at a time, a forced GC, and the figures`,
+    `Each run is a fresh process (\`--expose-gc\`): \`steadyAgent()\`, ${WARM_UP_TURNS.toLocaleString('en-US')} warm-up turns in a`,
+    'throwaway session (the code optimised, the young generation grown: costs paid once, not per',
+    'session), that session deleted from the log and the inbox, forced GCs and one that also',
+    "returns pooled free pages (`gc({ flavor: 'last-resort' })`, what V8's memory reducer does in",
+    'an idle process), then the baseline (`process.memoryUsage()`); then one turn',
+    `in each of ${SESSIONS.toLocaleString('en-US')} new sessions, ${AT_ONCE} at a time, the same GCs, and the figures`,
     'again. The deltas are what the sessions keep (their history, settings and bookkeeping),',
     'against the same process before them. Target: 10,000 idle sessions under 40 MB of RSS',
     '(delta). 1 MB = 2^20 bytes.',

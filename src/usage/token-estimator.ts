@@ -187,12 +187,13 @@ export class TokenEstimator implements OnApplicationShutdown {
   }
 
   /**
-   * `countMessagesAsync` for its caches only: fills them, off the loop when large, and returns
-   * a promise only when there is something to wait for (worker threads counting), so a list
-   * whose counts are all known costs no promise. The synchronous methods then only hit caches.
+   * `countMessagesAsync` without a promise when none is needed: the list's count (reply priming
+   * included) at once when every count is known or cheap, a promise of it only while worker
+   * threads are counting. Fills the same caches.
    */
-  precount(messages: readonly ModelMessage[], encoding: TokenEncoding): void | Promise<void> {
-    return settledOrPending(this.batch(messages, encoding, false));
+  precount(messages: readonly ModelMessage[], encoding: TokenEncoding): number | Promise<number> {
+    const count = this.batch(messages, encoding, false);
+    return typeof count === 'number' ? REPLY_PRIMING + count : count.then((n) => REPLY_PRIMING + n);
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */

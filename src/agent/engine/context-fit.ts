@@ -1,6 +1,6 @@
 import type { ModelMessage, ToolDefinition } from '../../contracts';
 import { dropHistorySegments, trimToBudget } from '../../prompt';
-import { classifyMessage } from '../../usage';
+import { classifyMessage, REPLY_PRIMING } from '../../usage';
 import { tokenBudgetFor } from '../agent.options';
 import type { EnginePorts } from './ports';
 import type { TurnState } from './turn-state';
@@ -30,6 +30,7 @@ export function budgetOf(ports: Pick<EnginePorts, 'options'>, state: TurnState):
  * segments, then the hard trim runs when the estimate exceeds the budget. Either sets the turn's
  * sticky `trimmed`. The first call of a turn replaces the working list with its result, so later
  * calls append to the already-trimmed list; later calls trim into a copy (`first: false`).
+ * `listTokens`: the list's count (reply priming included) when the caller has it.
  */
 export function fitCall(
   deps: FitPorts,
@@ -37,6 +38,7 @@ export function fitCall(
   messages: ModelMessage[],
   tools: ToolDefinition[],
   first: boolean,
+  listTokens?: number,
 ): FittedCall {
   const encoding = state.encodingOf(deps.estimator);
   const count = (m: ModelMessage) => deps.estimator.countMessage(m, encoding);
@@ -44,17 +46,26 @@ export function fitCall(
   const budget = budgetOf(deps, state);
   const before = historyTokens(messages, count);
   const allowance = Math.floor(budget * trimming.historyShare);
-  const segments = dropHistorySegments(messages, {
-    allowance,
-    segment: Math.max(1, Math.floor(allowance * trimming.segmentShare)),
-    count,
-  });
-  const trim = trimToBudget(segments.messages, {
-    budget,
-    count,
-    toolTokens: deps.estimator.countTools(tools, encoding),
-    systemAllowance: trimming.systemAllowance,
-  });
+  const toolTokens = deps.estimator.countTools(tools, encoding);
+  // The whole list within the history allowance and, with the tools, the budget: nothing can
+  // be dropped or trimmed, so neither walk is needed.
+  const listed = listTokens === undefined ? undefined : listTokens - REPLY_PRIMING;
+  const fits = listed !== undefined && listed <= allowance && listed + toolTokens <= budget;
+  const segments = fits
+    ? { messages: [...messages], dropped: 0 }
+    : dropHistorySegments(messages, {
+        allowance,
+        segment: Math.max(1, Math.floor(allowance * trimming.segmentShare)),
+        count,
+      });
+  const trim = fits
+    ? { messages: segments.messages, exceeded: false }
+    : trimToBudget(segments.messages, {
+        budget,
+        count,
+        toolTokens,
+        systemAllowance: trimming.systemAllowance,
+      });
   if (segments.dropped || trim.exceeded) state.trimmed = true;
   // Nothing dropped and no hard trim: the list is as it was, nothing to walk again.
   const cut = segments.dropped || trim.exceeded ? before - historyTokens(trim.messages, count) : 0;

@@ -76,7 +76,7 @@ export async function prepareCall(
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
   // the budget and usage below only hits the cache and never stalls other sessions.
   const counting = ports.estimator.precount(ctx.messages, state.encodingOf(ports.estimator));
-  if (counting) await counting;
-  const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0);
+  const listTokens = typeof counting === 'number' ? counting : await counting;
+  const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0, listTokens);
   return { ...fitted, tools: ctx.tools };
 }

@@ -72,3 +72,8 @@ export function countBatch(
 export function settledOrPending(count: number | Promise<number>): void | Promise<void> {
   if (typeof count !== 'number') return count.then(() => undefined);
 }
+
+/** `extra` added to a count made now, or to one still being made. */
+export function plus(extra: number, count: number | Promise<number>): number | Promise<number> {
+  return typeof count === 'number' ? extra + count : count.then((n) => extra + n);
+}

@@ -8,7 +8,7 @@ import {
   TOKEN_ENCODINGS,
   type TokenEncoding,
 } from './encoding';
-import { countBatch, settledOrPending } from './batch-count';
+import { countBatch, plus, settledOrPending } from './batch-count';
 import { ContentCache } from './content-cache';
 import {
   messageTexts,
@@ -192,8 +192,7 @@ export class TokenEstimator implements OnApplicationShutdown {
    * threads are counting. Fills the same caches.
    */
   precount(messages: readonly ModelMessage[], encoding: TokenEncoding): number | Promise<number> {
-    const count = this.batch(messages, encoding, false);
-    return typeof count === 'number' ? REPLY_PRIMING + count : count.then((n) => REPLY_PRIMING + n);
+    return plus(REPLY_PRIMING, this.batch(messages, encoding, false));
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */

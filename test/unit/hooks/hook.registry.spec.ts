@@ -290,4 +290,49 @@ describe('compose', () => {
 
     expect(core).toHaveBeenCalledTimes(2);
   });
+
+  it('what a middleware or a synchronous default action throws reaches the caller unchanged, as a rejection', async () => {
+    const thrown = { reason: 'not an Error' };
+    const viaMiddleware = compose('test:compose', [
+      () => {
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- a thrown non-Error is the case
+        throw thrown;
+      },
+    ]);
+    const viaCore = compose('test:compose', [(_ctx, next) => next()], () => {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- a thrown non-Error is the case
+      throw thrown;
+    });
+    const registry = new HookRegistry();
+
+    await expect(viaMiddleware({})).rejects.toBe(thrown);
+    await expect(viaCore({})).rejects.toBe(thrown);
+    let sync: Promise<boolean> | undefined;
+    expect(() => {
+      sync = registry.run('test:empty', {}, () => {
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- a thrown non-Error is the case
+        throw thrown;
+      });
+    }).not.toThrow();
+    await expect(sync).rejects.toBe(thrown);
+  });
+
+  it('a middleware that is a plain function returning nothing still runs the rest of the chain', async () => {
+    const core = jest.fn();
+    const order: string[] = [];
+    const run = compose(
+      'test:compose',
+      [
+        (_ctx, next) => {
+          order.push('plain');
+          void next();
+        },
+      ],
+      core,
+    );
+
+    await expect(run({})).resolves.toBe(true);
+    expect(order).toEqual(['plain']);
+    expect(core).toHaveBeenCalledTimes(1);
+  });
 });

@@ -260,6 +260,61 @@ describe('TokenEstimator', () => {
     expect(estimator.countMessages(list, 'o200k_base')).toBe(expected);
     expect(spy).not.toHaveBeenCalled();
   });
+
+  it('stampCounts: writes each count into the message it was given, other encodings kept, with no promise when nothing needs the workers', () => {
+    const list: ModelMessage[] = [
+      { role: 'user', content: 'a fresh question', metadata: { historyId: 'h1' } },
+      { role: 'assistant', content: 'known', metadata: { tokenCount: { cl100k_base: 7 } } },
+      { role: 'system', content: 'already counted', metadata: { tokenCount: { o200k_base: 5 } } },
+    ];
+
+    const pending = estimator.stampCounts(list, 'o200k_base');
+
+    expect(pending).toBeUndefined();
+    expect(list[0].metadata).toEqual({
+      historyId: 'h1',
+      tokenCount: { o200k_base: rawMessage(list[0]) },
+    });
+    expect(list[1].metadata?.tokenCount).toEqual({
+      cl100k_base: 7,
+      o200k_base: rawMessage(list[1]),
+    });
+    expect(list[2].metadata?.tokenCount).toEqual({ o200k_base: 5 });
+  });
+
+  it('stampCounts: history adding up past workerThreshold is counted in the workers, then read from the messages', async () => {
+    const list: ModelMessage[] = Array.from({ length: 30 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: text(2_000, 300 + i),
+    }));
+    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+
+    const pending = estimator.stampCounts(list, 'o200k_base');
+
+    expect(pending).toBeInstanceOf(Promise);
+    await pending;
+    expect(spy.mock.calls.filter(([piece]) => piece.length > 100)).toEqual([]);
+    expect(list.map((m) => (m.metadata?.tokenCount as Record<string, number>).o200k_base)).toEqual(
+      list.map(rawMessage),
+    );
+    expect(estimator.countMessages(list, 'o200k_base')).toBe(
+      list.reduce((sum, m) => sum + rawMessage(m), 0) + 3,
+    );
+    spy.mockRestore();
+  });
+
+  it('precount: the list total at once when every count is known, a promise of it while workers count', async () => {
+    const known: ModelMessage[] = [
+      { role: 'user', content: 'a', metadata: { tokenCount: { o200k_base: 11 } } },
+      { role: 'assistant', content: 'b', metadata: { tokenCount: { o200k_base: 22 } } },
+    ];
+    const big: ModelMessage[] = [{ role: 'tool', content: text(40_000, 77), toolCallId: 'c' }];
+
+    expect(estimator.precount(known, 'o200k_base')).toBe(11 + 22 + 3);
+    const pending = estimator.precount(big, 'o200k_base');
+    expect(pending).toBeInstanceOf(Promise);
+    await expect(pending).resolves.toBe(rawMessage(big[0]) + 3);
+  });
 });
 
 describe('TokenEstimator lifecycle', () => {

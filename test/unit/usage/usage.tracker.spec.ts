@@ -277,4 +277,27 @@ describe('UsageTracker', () => {
     tracker.forget('log');
     expect(tracker.noteUsage(at(0.95))).toBe(true);
   });
+
+  it('keeps the log state of the 1,000 most recently active sessions: an active one is not forgotten, an idle one is', () => {
+    jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const base = tracker.buildEvent(input({ sessionId: 'x', turnId: 't' }));
+    let turn = 0;
+    const event = (sessionId: string): TokenUsageEvent => ({
+      ...base,
+      sessionId,
+      turnId: `t${++turn}`,
+      usageRatio: 0.1,
+    });
+    expect(tracker.noteUsage(event('active'))).toBe(true);
+    expect(tracker.noteUsage(event('idle'))).toBe(true);
+    // 1,500 other sessions come and go; `active` has a turn every 100 of them.
+    for (let i = 0; i < 1500; i++) {
+      tracker.noteUsage(event(`other-${i}`));
+      if (i % 100 === 99 && i < 800) expect(tracker.noteUsage(event('active'))).toBe(false);
+    }
+    // Its 10th turn does not log (the 11th would), so its count was kept.
+    expect(tracker.noteUsage(event('active'))).toBe(false);
+    // `idle` was forgotten: its next turn logs as a first.
+    expect(tracker.noteUsage(event('idle'))).toBe(true);
+  });
 });

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import type { ModelMessage, ToolDefinition } from '../../../../src/contracts';
 import { classifyMessage } from '../../../../src/usage';
 import { budgetOf, fitCall } from '../../../../src/agent/engine/context-fit';
@@ -196,6 +197,40 @@ describe('fitCall (context fit)', () => {
 
       expect(state.historyCut).toBeGreaterThan(0);
       expect(fitted.untrimmedHistory).toBe(historyTokens(later) + state.historyCut);
+    });
+  });
+
+  describe('with the list total from the precount (one walk when it fits)', () => {
+    it('U3, U4: fits the same as without it, for lists within and beyond the allowance and the budget', () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 0, max: 14 }),
+          fc.integer({ min: 1, max: 60 }),
+          fc.constantFrom(300, 1200, 4000, 128_000),
+          fc.constantFrom(0.1, 0.6, 1),
+          fc.boolean(),
+          fc.boolean(),
+          (n, words, tokenBudget, historyShare, withTool, first) => {
+            const list = [newSystemMessage(), ...newHistory(n, words), newInputMessage()];
+            const tools = withTool ? [bigTool] : [];
+            const plain = setup({ agent: { tokenBudget, trimming: { historyShare } } });
+            const told = setup({ agent: { tokenBudget, trimming: { historyShare } } });
+            const encoding = told.deps.estimator.encodingFor('scripted-model');
+            const listTokens = told.deps.estimator.countMessages(list, encoding);
+
+            const without = fitCall(plain.deps, plain.state, list, tools, first);
+            const withTotal = fitCall(told.deps, told.state, list, tools, first, listTokens);
+
+            expect(withTotal).toEqual(without);
+            expect(told.state).toMatchObject({
+              trimmed: plain.state.trimmed,
+              historyCut: plain.state.historyCut,
+            });
+            expect(told.state.working).toEqual(plain.state.working);
+          },
+        ),
+        { numRuns: 60 },
+      );
     });
   });
 });

@@ -56,4 +56,65 @@ describe('MemoryMessageLog (isolation without copying whole windows)', () => {
       batch.filter((_, i) => i % 2 === 0).map((m) => m.content),
     );
   });
+
+  it('readonlyHistory gives the stored records themselves: frozen, equal to what history gives', async () => {
+    const log = new MemoryMessageLog();
+    await log.append([message('a'), message('b')]);
+
+    const records = await log.readonlyHistory('s', { limit: 1 });
+    const copies = await log.history('s', { limit: 1 });
+
+    expect(records).toEqual(copies);
+    expect(records.map((m) => m.content)).toEqual(['b']);
+    expect(Object.isFrozen(records[0])).toBe(true);
+    expect(Object.isFrozen(records[0].metadata)).toBe(true);
+    expect(() => {
+      (records[0] as { content: string }).content = 'changed';
+    }).toThrow(TypeError);
+    expect((await log.readonlyHistory('s'))[1]).toBe(records[0]);
+  });
+
+  it('token counts, model references and outcome-only turn records are shared between records; values with words of the user are not', async () => {
+    const log = new MemoryMessageLog();
+    const meta = (i: number) => ({
+      turnId: `t${i}`,
+      tokenCount: { o200k_base: 12 },
+      model: { provider: 'p', model: 'm' },
+      turnRecord: { outcome: 'replied' },
+      failure: { outcome: 'error', error: `secret ${i}` },
+    });
+    await log.append([message('a', { metadata: meta(1) }), message('b', { metadata: meta(2) })]);
+
+    const [a, b] = await log.readonlyHistory('s');
+
+    expect(a.metadata.tokenCount).toBe(b.metadata.tokenCount);
+    expect(a.metadata.model).toBe(b.metadata.model);
+    expect(a.metadata.turnRecord).toBe(b.metadata.turnRecord);
+    expect(a.metadata.failure).not.toBe(b.metadata.failure);
+    expect(b.metadata).toEqual(meta(2));
+    expect(Object.isFrozen(a.metadata.tokenCount)).toBe(true);
+  });
+
+  it('a turn record carrying an error is kept per record, not shared', async () => {
+    const log = new MemoryMessageLog();
+    const record = (error: string) =>
+      message('x', { metadata: { turnRecord: { outcome: 'error', error } } });
+    await log.append([record('same'), record('same')]);
+
+    const [a, b] = await log.readonlyHistory('s');
+
+    expect(a.metadata.turnRecord).toEqual({ outcome: 'error', error: 'same' });
+    expect(a.metadata.turnRecord).not.toBe(b.metadata.turnRecord);
+  });
+
+  it('creation times are ISO texts, strictly increasing, many within one millisecond', async () => {
+    const log = new MemoryMessageLog();
+    const stored = await log.append(Array.from({ length: 3000 }, (_, i) => message(`m${i}`)));
+
+    for (let i = 0; i < stored.length; i++) {
+      const { createdAt } = stored[i];
+      expect(new Date(createdAt).toISOString()).toBe(createdAt);
+      if (i > 0) expect(createdAt > stored[i - 1].createdAt).toBe(true);
+    }
+  });
 });

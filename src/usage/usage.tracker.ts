@@ -9,7 +9,12 @@ import {
 } from '../contracts';
 import type { TokenEncoding } from './encoding';
 import { TokenEstimator } from './token-estimator';
-import { bucketMessages, estimatedPromptTokens, usageParts } from './usage-breakdown';
+import {
+  bucketMessages,
+  estimatedPromptTokens,
+  usageParts,
+  type BucketedUsage,
+} from './usage-breakdown';
 
 /** What `UsageTracker.buildEvent` needs to describe one model call (or a snapshot). */
 export interface UsageEventInput {
@@ -35,6 +40,11 @@ export interface UsageEventInput {
   historyMessages: number;
   /** U6: the session's history count limit (0 = none). */
   historyLimit: number;
+  /**
+   * `bucketMessages` of these `messages`, `tools` and `maxTokens`, when the caller made it
+   * already (the agent does while fitting a call): not computed again.
+   */
+  bucketed?: BucketedUsage;
 }
 
 /** Usage levels of the throttled log, by `usageRatio`: >= .85, >= .7, >= .5, below. */
@@ -99,12 +109,14 @@ export class UsageTracker {
    */
   buildEvent(input: UsageEventInput): TokenUsageEvent {
     const { encoding } = input;
-    const usage = bucketMessages(
-      input.messages,
-      (message) => this.estimator.countMessage(message, encoding),
-      this.estimator.countTools(input.tools, encoding),
-      input.maxTokens,
-    );
+    const usage =
+      input.bucketed ??
+      bucketMessages(
+        input.messages,
+        (message) => this.estimator.countMessage(message, encoding),
+        this.estimator.countTools(input.tools, encoding),
+        input.maxTokens,
+      );
     const { breakdown } = usage;
     const reported = input.reportedPromptTokens;
     const used =

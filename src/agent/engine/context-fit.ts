@@ -1,6 +1,6 @@
 import type { ModelMessage, ToolDefinition } from '../../contracts';
 import { dropHistorySegments, trimToBudget } from '../../prompt';
-import { classifyMessage, REPLY_PRIMING } from '../../usage';
+import { bucketMessages, classifyMessage, REPLY_PRIMING, type BucketedUsage } from '../../usage';
 import { tokenBudgetFor } from '../agent.options';
 import type { EnginePorts } from './ports';
 import type { TurnState } from './turn-state';
@@ -15,6 +15,8 @@ export interface FittedCall {
   messages: ModelMessage[];
   /** History + tool results estimate before any hard trim in this turn (U4). */
   untrimmedHistory: number;
+  /** The usage buckets of `messages` with the tools, when fitting made them (nothing trimmed). */
+  bucketed?: BucketedUsage;
 }
 
 /** What fitting a call to the budget uses. */
@@ -44,28 +46,26 @@ export function fitCall(
   const count = (m: ModelMessage) => deps.estimator.countMessage(m, encoding);
   const { trimming } = deps.options;
   const budget = budgetOf(deps, state);
-  const before = historyTokens(messages, count);
   const allowance = Math.floor(budget * trimming.historyShare);
   const toolTokens = deps.estimator.countTools(tools, encoding);
   // The whole list within the history allowance and, with the tools, the budget: nothing can
-  // be dropped or trimmed, so neither walk is needed.
+  // be dropped or trimmed.
   const listed = listTokens === undefined ? undefined : listTokens - REPLY_PRIMING;
-  const fits = listed !== undefined && listed <= allowance && listed + toolTokens <= budget;
-  const segments = fits
-    ? { messages: [...messages], dropped: 0 }
-    : dropHistorySegments(messages, {
-        allowance,
-        segment: Math.max(1, Math.floor(allowance * trimming.segmentShare)),
-        count,
-      });
-  const trim = fits
-    ? { messages: segments.messages, exceeded: false }
-    : trimToBudget(segments.messages, {
-        budget,
-        count,
-        toolTokens,
-        systemAllowance: trimming.systemAllowance,
-      });
+  if (listed !== undefined && listed <= allowance && listed + toolTokens <= budget) {
+    return untouched(state, messages, first, count, toolTokens);
+  }
+  const before = historyTokens(messages, count);
+  const segments = dropHistorySegments(messages, {
+    allowance,
+    segment: Math.max(1, Math.floor(allowance * trimming.segmentShare)),
+    count,
+  });
+  const trim = trimToBudget(segments.messages, {
+    budget,
+    count,
+    toolTokens,
+    systemAllowance: trimming.systemAllowance,
+  });
   if (segments.dropped || trim.exceeded) state.trimmed = true;
   // Nothing dropped and no hard trim: the list is as it was, nothing to walk again.
   const cut = segments.dropped || trim.exceeded ? before - historyTokens(trim.messages, count) : 0;
@@ -76,6 +76,26 @@ export function fitCall(
     state.historyCut += cut;
   }
   return { messages: trim.messages, untrimmedHistory };
+}
+
+/**
+ * A call nothing can be cut from: one walk over the list, which makes the call's usage buckets
+ * (`token:usage` reuses them) and the U4 figure.
+ */
+function untouched(
+  state: TurnState,
+  messages: ModelMessage[],
+  first: boolean,
+  count: (m: ModelMessage) => number,
+  toolTokens: number,
+): FittedCall {
+  const reserve = state.model!.capabilities.maxOutputTokens;
+  const bucketed = bucketMessages(messages, count, toolTokens, reserve);
+  const { history, toolResults } = bucketed.breakdown;
+  const untrimmedHistory = history + toolResults + state.historyCut;
+  // A copy: the sent list is handed to agent:llm:after and must not grow with the turn.
+  if (first) state.working = [...messages];
+  return { messages: [...messages], untrimmedHistory, bucketed };
 }
 
 function historyTokens(list: readonly ModelMessage[], count: (m: ModelMessage) => number): number {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import type { ModelMessage, ToolDefinition } from '../../../../src/contracts';
-import { classifyMessage } from '../../../../src/usage';
+import { bucketMessages, classifyMessage } from '../../../../src/usage';
 import { budgetOf, fitCall } from '../../../../src/agent/engine/context-fit';
 import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
 import {
@@ -221,7 +221,20 @@ describe('fitCall (context fit)', () => {
             const without = fitCall(plain.deps, plain.state, list, tools, first);
             const withTotal = fitCall(told.deps, told.state, list, tools, first, listTokens);
 
-            expect(withTotal).toEqual(without);
+            const { bucketed, ...fitted } = withTotal;
+            expect(fitted).toEqual(without);
+            // When nothing could be cut, the walk also made the call's usage buckets.
+            if (bucketed) {
+              expect(without.messages).toEqual(list);
+              expect(bucketed).toEqual(
+                bucketMessages(
+                  list,
+                  told.count,
+                  told.deps.estimator.countTools(tools, encoding),
+                  told.state.model!.capabilities.maxOutputTokens,
+                ),
+              );
+            }
             expect(told.state).toMatchObject({
               trimmed: plain.state.trimmed,
               historyCut: plain.state.historyCut,

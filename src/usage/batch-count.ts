@@ -1,6 +1,6 @@
 import type { ModelMessage } from '../contracts';
 import type { ContentCache } from './content-cache';
-import { messageTexts, type MessageTexts } from './message-texts';
+import { MESSAGE_OVERHEAD, messageTexts, type MessageTexts } from './message-texts';
 
 /** How `countBatch` counts the texts it finds no count for. */
 export interface TextCounting {
@@ -34,6 +34,12 @@ export function countBatch(
     const count = known(message);
     if (count !== undefined) {
       total += count;
+      continue;
+    }
+    const quick = cachedPlain(message, counting.cache);
+    if (quick !== undefined) {
+      keep(message, quick);
+      total += quick;
       continue;
     }
     const texts = messageTexts(message);
@@ -76,4 +82,18 @@ export function settledOrPending(count: number | Promise<number>): void | Promis
 /** `extra` added to a count made now, or to one still being made. */
 export function plus(extra: number, count: number | Promise<number>): number | Promise<number> {
   return typeof count === 'number' ? extra + count : count.then((n) => extra + n);
+}
+
+/**
+ * The count of a plain message (text content, no reasoning, no tool calls) whose role and
+ * content are both in the cache, without building its `messageTexts`; `undefined` otherwise.
+ */
+function cachedPlain(message: ModelMessage, cache: ContentCache): number | undefined {
+  const { role, content } = message;
+  if (typeof role !== 'string' || typeof content !== 'string') return undefined;
+  if (message.reasoningContent || message.toolCalls?.length) return undefined;
+  const forRole = role ? cache.get(role) : 0;
+  const forContent = content ? cache.get(content) : 0;
+  if (forRole === undefined || forContent === undefined) return undefined;
+  return MESSAGE_OVERHEAD + forRole + forContent;
 }

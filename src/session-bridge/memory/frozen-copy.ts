@@ -98,10 +98,8 @@ function frozenValue(key: string, value: unknown): unknown {
  */
 export function frozenMessage(input: NewMessage, id: string, createdAt: string): Message {
   const metadata: Record<string, unknown> = {};
-  for (const key of Object.keys(input.metadata)) {
-    const value = input.metadata[key];
-    metadata[key] = frozenValue(key, value);
-  }
+  const given = input.metadata ?? {};
+  for (const key of Object.keys(given)) metadata[key] = frozenValue(key, given[key]);
   const message: Message = {
     id,
     sessionId: input.sessionId,
@@ -110,9 +108,11 @@ export function frozenMessage(input: NewMessage, id: string, createdAt: string):
     metadata: Object.freeze(metadata),
     createdAt,
   };
+  // The other fields as given (`hasOwn`: a field named like an Object.prototype member is one).
   for (const key of Object.keys(input) as (keyof NewMessage)[]) {
-    if (!(key in message))
+    if (!Object.hasOwn(message, key)) {
       (message as unknown as Record<string, unknown>)[key] = frozenCopy(input[key]);
+    }
   }
   return Object.freeze(message);
 }

@@ -117,4 +117,17 @@ describe('MemoryMessageLog (isolation without copying whole windows)', () => {
       if (i > 0) expect(createdAt > stored[i - 1].createdAt).toBe(true);
     }
   });
+
+  it('keeps every field as given, also one named like an Object.prototype member, and a missing metadata reads as empty', async () => {
+    const log = new MemoryMessageLog();
+    const odd = { ...message('x'), constructor: 'field', toString: 'too' } as NewMessage;
+    const bare = { sessionId: 's', role: 'user', content: 'y' } as NewMessage;
+    await log.append([odd, bare]);
+
+    const [first, second] = await log.history('s');
+
+    expect(Object.hasOwn(first, 'constructor')).toBe(true);
+    expect(first).toMatchObject({ constructor: 'field', toString: 'too', content: 'x' });
+    expect(second.metadata).toEqual({});
+  });
 });

@@ -1,6 +1,6 @@
 import type { ModelMessage } from '../contracts';
 import type { ContentCache } from './content-cache';
-import { MESSAGE_OVERHEAD, messageTexts, type MessageTexts } from './message-texts';
+import { messageTexts, visitTexts, type MessageTexts } from './message-texts';
 
 /** How `countBatch` counts the texts it finds no count for. */
 export interface TextCounting {
@@ -30,33 +30,33 @@ export function countBatch(
   let total = 0;
   let uncached = 0;
   let open: { message: ModelMessage; texts: MessageTexts }[] | undefined;
+  // One visitor for the whole batch: a message whose texts are all cached builds no list.
+  let sum = 0;
+  const addCached = (text: string): boolean => {
+    const cached = text ? counting.cache.get(text) : 0;
+    if (cached === undefined) return false;
+    sum += cached;
+    return true;
+  };
   for (const message of messages) {
-    const count = known(message);
+    let count = known(message);
+    if (count === undefined) {
+      sum = 0;
+      const overhead = visitTexts(message, addCached);
+      if (overhead !== undefined) {
+        count = overhead + sum;
+        keep(message, count);
+      }
+    }
     if (count !== undefined) {
       total += count;
       continue;
     }
-    const quick = cachedPlain(message, counting.cache);
-    if (quick !== undefined) {
-      keep(message, quick);
-      total += quick;
-      continue;
-    }
     const texts = messageTexts(message);
-    let sum = texts.overhead;
-    let missing = 0;
     for (const text of texts.texts) {
-      const cached = text ? counting.cache.get(text) : 0;
-      if (cached === undefined) missing += text.length;
-      else sum += cached;
+      if (text && counting.cache.get(text) === undefined) uncached += text.length;
     }
-    if (missing === 0) {
-      keep(message, sum);
-      total += sum;
-    } else {
-      (open ??= []).push({ message, texts });
-      uncached += missing;
-    }
+    (open ??= []).push({ message, texts });
   }
   if (!open) return total;
   if (uncached <= counting.threshold) {
@@ -82,18 +82,4 @@ export function settledOrPending(count: number | Promise<number>): void | Promis
 /** `extra` added to a count made now, or to one still being made. */
 export function plus(extra: number, count: number | Promise<number>): number | Promise<number> {
   return typeof count === 'number' ? extra + count : count.then((n) => extra + n);
-}
-
-/**
- * The count of a plain message (text content, no reasoning, no tool calls) whose role and
- * content are both in the cache, without building its `messageTexts`; `undefined` otherwise.
- */
-function cachedPlain(message: ModelMessage, cache: ContentCache): number | undefined {
-  const { role, content } = message;
-  if (typeof role !== 'string' || typeof content !== 'string') return undefined;
-  if (message.reasoningContent || message.toolCalls?.length) return undefined;
-  const forRole = role ? cache.get(role) : 0;
-  const forContent = content ? cache.get(content) : 0;
-  if (forRole === undefined || forContent === undefined) return undefined;
-  return MESSAGE_OVERHEAD + forRole + forContent;
 }

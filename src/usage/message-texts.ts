@@ -19,19 +19,35 @@ export interface MessageTexts {
 }
 
 /**
- * The texts of a message that cost tokens: role, content, reasoning, and each tool call's name and
- * arguments. Images are not counted; the tool-call id of a tool result is not counted either.
+ * Calls `visit` with each text of a message that costs tokens, in order: role, content,
+ * reasoning, and each tool call's name and arguments (images are not counted, nor the tool-call
+ * id of a tool result). Returns the message's fixed overhead, or `undefined` as soon as `visit`
+ * returns false. The one definition of what is counted; `messageTexts` lists it.
  */
-export function messageTexts(message: ModelMessage): MessageTexts {
+export function visitTexts(
+  message: ModelMessage,
+  visit: (text: string) => boolean,
+): number | undefined {
   const content = message.content as unknown;
-  const texts = [
-    String(message.role ?? ''),
-    typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content),
-  ];
-  if (message.reasoningContent) texts.push(message.reasoningContent);
+  if (!visit(String(message.role ?? ''))) return undefined;
+  const text =
+    typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content);
+  if (!visit(text)) return undefined;
+  if (message.reasoningContent && !visit(message.reasoningContent)) return undefined;
   const calls = message.toolCalls ?? [];
-  for (const call of calls) texts.push(call.function?.name ?? '', call.function?.arguments ?? '');
-  return { texts, overhead: MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * calls.length };
+  for (const call of calls) {
+    if (!visit(call.function?.name ?? '') || !visit(call.function?.arguments ?? '')) {
+      return undefined;
+    }
+  }
+  return MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD * calls.length;
+}
+
+/** The texts of a message that cost tokens (see `visitTexts`), and its fixed overhead. */
+export function messageTexts(message: ModelMessage): MessageTexts {
+  const texts: string[] = [];
+  const overhead = visitTexts(message, (text) => texts.push(text) > 0)!;
+  return { texts, overhead };
 }
 
 /** The JSON text a tool definition is counted as: `{ name, description, parameters }`. */

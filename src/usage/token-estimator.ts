@@ -172,7 +172,7 @@ export class TokenEstimator implements OnApplicationShutdown {
     messages: readonly ModelMessage[],
     encoding: TokenEncoding,
   ): Promise<number> {
-    return REPLY_PRIMING + (await this.batch(messages, encoding, false));
+    return this.precount(messages, encoding);
   }
 
   /**

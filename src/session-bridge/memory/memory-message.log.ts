@@ -1,7 +1,7 @@
-import { newId } from '../../contracts';
 import { frozenMessage } from './frozen-copy';
 import {
   isControlKind,
+  newId,
   normaliseDeep,
   normaliseText,
   WellKnownMetadataKeys,

@@ -18,32 +18,59 @@ export function sanitiseToolGroups<T extends Pick<Message, 'role' | 'toolCalls' 
   messages: readonly T[],
 ): { kept: T[]; dropped: number } {
   const kept: T[] = [];
+  const dropped = keepToolGroups(messages, kept, undefined, (m) => m);
+  return { kept, dropped };
+}
+
+/**
+ * The one pass behind `sanitiseToolGroups` and `historyToModelMessages`: walks `messages`,
+ * pushes `view(m)` into `into` for each message kept, and returns how many were dropped (orphan
+ * tool results, incomplete tool-call groups). A message `skip` picks is passed over as if it
+ * were not there (it neither breaks nor joins a group). The common group of one call is matched
+ * without building a set.
+ */
+function keepToolGroups<T extends Pick<Message, 'role' | 'toolCalls' | 'toolCallId'>, V>(
+  messages: readonly T[],
+  into: V[],
+  skip: ((message: T) => boolean) | undefined,
+  view: (message: T) => V,
+): number {
   let dropped = 0;
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i];
+    if (skip?.(message)) continue;
     if (message.role === 'tool') {
       dropped++;
       continue;
     }
-    if (message.role !== 'assistant' || !message.toolCalls?.length) {
-      kept.push(message);
+    const calls = message.role === 'assistant' ? message.toolCalls : undefined;
+    if (!calls?.length) {
+      into.push(view(message));
       continue;
     }
-    const expected = new Set(message.toolCalls.map((c) => c.id));
-    const results: T[] = [];
+    const expected = calls.map((c) => c.id);
+    const start = into.length;
+    into.push(view(message));
+    let results = 0;
     let j = i + 1;
-    while (j < messages.length && messages[j].role === 'tool') {
-      const id = messages[j].toolCallId;
-      if (id === undefined || !expected.has(id)) break;
-      expected.delete(id);
-      results.push(messages[j]);
-      j++;
+    for (; j < messages.length && expected.length > 0; j++) {
+      const next = messages[j];
+      if (skip?.(next)) continue;
+      if (next.role !== 'tool') break;
+      const at = next.toolCallId === undefined ? -1 : expected.indexOf(next.toolCallId);
+      if (at < 0) break;
+      expected[at] = expected[expected.length - 1];
+      expected.pop();
+      into.push(view(next));
+      results++;
     }
-    if (expected.size === 0) kept.push(message, ...results);
-    else dropped += 1 + results.length;
+    if (expected.length > 0) {
+      into.length = start;
+      dropped += 1 + results;
+    }
     i = j - 1;
   }
-  return { kept, dropped };
+  return dropped;
 }
 
 /**
@@ -56,9 +83,10 @@ export function speakerContent(
   speaker: { userId?: unknown; nickname?: unknown },
   room: boolean,
 ): string {
+  if (!room) return content;
   const userId = typeof speaker.userId === 'string' ? speaker.userId : undefined;
   const nickname = typeof speaker.nickname === 'string' ? speaker.nickname : undefined;
-  if (!room || !(userId ?? nickname)) return content;
+  if (!(userId ?? nickname)) return content;
   const label = nickname && userId ? `${nickname}(${userId})` : (nickname ?? userId);
   return `[${label}]: ${content}`;
 }
@@ -79,18 +107,28 @@ export function historyToModelMessages(
   history: readonly Message[],
   options: HistoryViewOptions = {},
 ): ModelMessage[] {
-  const visible = history.filter((m) => m.kind !== EVENT_MARKER);
-  return sanitiseToolGroups(visible).kept.map((m) => {
-    const content =
-      m.role === 'user' ? speakerContent(m.content, m.metadata, !!options.room) : m.content;
-    const out: ModelMessage = { role: m.role, content, metadata: { historyId: m.id } };
-    if (m.kind) out.metadata!.kind = m.kind;
-    if (m.metadata.tokenCount) out.metadata!.tokenCount = m.metadata.tokenCount;
-    if (m.toolCalls?.length) out.toolCalls = m.toolCalls;
-    if (m.toolCallId) out.toolCallId = m.toolCallId;
-    if (m.reasoningContent) out.reasoningContent = m.reasoningContent;
-    return out;
-  });
+  const room = !!options.room;
+  const out: ModelMessage[] = [];
+  keepToolGroups(history, out, isEventMarker, (m) => modelView(m, room));
+  return out;
+}
+
+function isEventMarker(m: Message): boolean {
+  return m.kind === EVENT_MARKER;
+}
+
+/** One stored message as the model sees it (see `historyToModelMessages`). */
+function modelView(m: Message, room: boolean): ModelMessage {
+  const content =
+    room && m.role === 'user' ? speakerContent(m.content, m.metadata, room) : m.content;
+  const out: ModelMessage = { role: m.role, content, metadata: { historyId: m.id } };
+  if (m.kind) out.metadata!.kind = m.kind;
+  const tokenCount = m.metadata.tokenCount;
+  if (tokenCount) out.metadata!.tokenCount = tokenCount;
+  if (m.toolCalls?.length) out.toolCalls = m.toolCalls;
+  if (m.toolCallId) out.toolCallId = m.toolCallId;
+  if (m.reasoningContent) out.reasoningContent = m.reasoningContent;
+  return out;
 }
 
 /**

@@ -1,5 +1,4 @@
 import { Inject, Injectable, OnApplicationShutdown, Optional } from '@nestjs/common';
-import { get_encoding, type Tiktoken } from 'tiktoken';
 import type { ModelMessage, ToolDefinition } from '../contracts';
 import {
   encodingForModel,
@@ -10,6 +9,7 @@ import {
 } from './encoding';
 import { countBatch, plus, settledOrPending } from './batch-count';
 import { ContentCache } from './content-cache';
+import { textCounter, type TextCounter } from './encoders';
 import {
   messageTexts,
   persistedCount,
@@ -40,10 +40,11 @@ export interface TokenEstimatorOptions {
 }
 
 /**
- * Counts tokens with tiktoken for usage accounting (U2, U4, U7).
+ * Counts tokens for usage accounting (U2, U4, U7) with OpenAI's BPE ranks (`o200k_base`,
+ * `cl100k_base`) through `gpt-tokenizer`: the counts tiktoken gives, without its WebAssembly.
  *
- * Both encoders are created once, at construction, and freed by `dispose()` (also run on
- * application shutdown). Counts are cached three ways: texts by content (so a store that
+ * Both encodings are loaded at start-up (once per process); `dispose()` (also run on
+ * application shutdown) stops the worker threads. Counts are cached three ways: texts by content (so a store that
  * returns fresh objects costs no more than one that returns the same ones), messages and tool
  * definitions by object identity. Counted messages and tools must therefore be treated as
  * immutable: whoever changes a message's content must make a new object and drop its
@@ -55,20 +56,20 @@ export class TokenEstimator implements OnApplicationShutdown {
   /** Texts longer than this many characters are counted in a worker by the async methods. */
   readonly workerThreshold: number;
   /** Per encoding: its encoder and its content cache; gone once disposed. */
-  private encoders: Map<TokenEncoding, { encoder: Tiktoken; cache: ContentCache }> | undefined;
+  private encoders: Map<TokenEncoding, { encoder: TextCounter; cache: ContentCache }> | undefined;
   private messageCache = new WeakMap<object, TokenCounts>();
   private toolCache = new WeakMap<object, TokenCounts>();
   private readonly pool: TokenWorkerPool;
   private closing: Promise<void> | undefined;
 
-  /** Loads both encoders now (start-up), not on first use. */
+  /** Takes both encodings now (start-up), not on first use. */
   constructor(@Optional() @Inject(TOKEN_ESTIMATOR_OPTIONS) options?: TokenEstimatorOptions) {
     this.workerThreshold = options?.workerThreshold ?? DEFAULT_WORKER_THRESHOLD;
     this.pool = new TokenWorkerPool(Math.max(1, options?.workers ?? 2));
     this.encoders = new Map(
       TOKEN_ENCODINGS.map((name) => [
         name,
-        { encoder: get_encoding(name), cache: new ContentCache() },
+        { encoder: textCounter(name), cache: new ContentCache() },
       ]),
     );
   }
@@ -88,10 +89,10 @@ export class TokenEstimator implements OnApplicationShutdown {
     const cached = cache.get(text);
     if (cached !== undefined) return cached;
     let total = 0;
-    if (text.length <= MAX_ENCODE_PIECE) total = encoder.encode_ordinary(text).length;
+    if (text.length <= MAX_ENCODE_PIECE) total = encoder(text);
     else {
       for (const piece of splitForCounting(text, MAX_ENCODE_PIECE)) {
-        total += encoder.encode_ordinary(piece).length;
+        total += encoder(piece);
       }
     }
     cache.set(text, total);
@@ -207,10 +208,9 @@ export class TokenEstimator implements OnApplicationShutdown {
     return this.encoders === undefined;
   }
 
-  /** Frees both encoders and terminates the workers. Idempotent; counting afterwards throws. */
+  /** Terminates the workers. Idempotent; counting afterwards throws. */
   dispose(): Promise<void> {
     if (this.encoders) {
-      for (const { encoder } of this.encoders.values()) encoder.free();
       this.encoders = undefined;
       this.closing = this.pool.close();
     }
@@ -222,7 +222,7 @@ export class TokenEstimator implements OnApplicationShutdown {
     return this.dispose();
   }
 
-  private encoding(encoding: TokenEncoding): { encoder: Tiktoken; cache: ContentCache } {
+  private encoding(encoding: TokenEncoding): { encoder: TextCounter; cache: ContentCache } {
     if (!this.encoders) throw new Error('TokenEstimator is disposed');
     const found = this.encoders.get(encoding);
     if (!found) throw new Error(`Unknown token encoding: ${String(encoding)}`);

@@ -1,21 +1,25 @@
 import { Worker } from 'node:worker_threads';
 import { Logger } from '@nestjs/common';
+import { encoderModulePaths } from './encoders';
 import { MAX_ENCODE_PIECE, splitForCounting, type TokenEncoding } from './encoding';
 
 /**
  * Source of the inline worker. It is evaluated (`eval: true`), so it works the same from
- * compiled JS and from TypeScript under jest/swc; it loads tiktoken from the path resolved by
- * the main thread and keeps one encoder per encoding for the worker's lifetime.
+ * compiled JS and from TypeScript under jest/swc; it loads an encoding's BPE module (from the
+ * path the main thread resolved) on its first text of that encoding and keeps it for the
+ * worker's lifetime. Special-token markers count as ordinary text, as on the main thread.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { get_encoding } = require(workerData.tiktokenPath);
 const splitForCounting = ${splitForCounting.toString()};
+const ORDINARY = { disallowedSpecial: new Set() };
 const encoders = new Map();
 function encoder(name) {
   let found = encoders.get(name);
   if (!found) {
-    found = get_encoding(name);
+    const path = workerData.modulePaths[name];
+    if (!path) throw new Error('Unknown token encoding: ' + name);
+    found = require(path);
     encoders.set(name, found);
   }
   return found;
@@ -24,7 +28,7 @@ parentPort.on('message', (task) => {
   try {
     let count = 0;
     for (const piece of splitForCounting(task.text, ${MAX_ENCODE_PIECE})) {
-      if (piece) count += encoder(task.encoding).encode_ordinary(piece).length;
+      if (piece) count += encoder(task.encoding).countTokens(piece, ORDINARY);
     }
     parentPort.postMessage({ id: task.id, count });
   } catch (error) {
@@ -63,11 +67,12 @@ export class TokenWorkerPool {
 
   /**
    * @param size maximum number of workers.
-   * @param tiktokenPath module path of `tiktoken`, resolved from this file by default.
+   * @param modulePaths module path of each encoding's BPE module (`encoderModulePaths()` by
+   *   default).
    */
   constructor(
     readonly size: number,
-    private readonly tiktokenPath: string = require.resolve('tiktoken'),
+    private readonly modulePaths: Record<TokenEncoding, string> = encoderModulePaths(),
   ) {}
 
   /** Number of workers currently running. */
@@ -126,7 +131,7 @@ export class TokenWorkerPool {
   private spawn(): WorkerSlot {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { tiktokenPath: this.tiktokenPath },
+      workerData: { modulePaths: this.modulePaths },
     });
     worker.unref();
     const slot: WorkerSlot = { worker, pending: new Map() };

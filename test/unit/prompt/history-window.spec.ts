@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { ControlKinds, type Message, type ToolCall } from '../../../src/contracts';
 import { historyToModelMessages, sanitiseToolGroups } from '../../../src/prompt/history-window';
 
@@ -195,5 +196,89 @@ describe('historyToModelMessages', () => {
 
     expect(out.reasoningContent).toBe('thinking');
     expect(out.metadata).toEqual({ historyId: history[0].id, tokenCount: { o200k_base: 3 } });
+  });
+});
+
+describe('the one-pass history view', () => {
+  /** The view as it was first written: markers filtered, then groups checked with a set. */
+  function reference(history: readonly Message[]) {
+    const visible = history.filter((m) => m.kind !== ControlKinds.EventMarker);
+    const kept: Message[] = [];
+    let dropped = 0;
+    for (let i = 0; i < visible.length; i++) {
+      const m = visible[i];
+      if (m.role === 'tool') {
+        dropped++;
+        continue;
+      }
+      if (m.role !== 'assistant' || !m.toolCalls?.length) {
+        kept.push(m);
+        continue;
+      }
+      const expected = new Set(m.toolCalls.map((c) => c.id));
+      const results: Message[] = [];
+      let j = i + 1;
+      while (j < visible.length && visible[j].role === 'tool') {
+        const id = visible[j].toolCallId;
+        if (id === undefined || !expected.has(id)) break;
+        expected.delete(id);
+        results.push(visible[j]);
+        j++;
+      }
+      if (expected.size === 0) kept.push(m, ...results);
+      else dropped += 1 + results.length;
+      i = j - 1;
+    }
+    return { kept, dropped };
+  }
+
+  it('keeps and drops exactly what the filter-then-check reference does, for any history', () => {
+    const ids = ['a', 'b', 'c'];
+    // Makers of one or more messages: single messages of every kind, and whole groups (a call
+    // with its results in any order, an event marker possibly among them), so that complete,
+    // broken and interleaved groups all occur often.
+    const single = fc.oneof(
+      fc.constant(() => [userMsg('q')]),
+      fc.constant(() => [assistantMsg('answer')]),
+      fc.constant(() => [
+        message({ role: 'system', content: 'note', kind: ControlKinds.EventMarker }),
+      ]),
+      fc.subarray(ids, { minLength: 1 }).map((picked) => () => [toolCallMsg(...picked)]),
+      fc
+        .option(fc.constantFrom(...ids), { nil: undefined })
+        .map((id) => () => [
+          id === undefined ? message({ role: 'tool', content: 'r' }) : toolResult(id),
+        ]),
+    );
+    const group = fc
+      .tuple(fc.shuffledSubarray(ids, { minLength: 1 }), fc.boolean(), fc.nat(3))
+      .map(([picked, marker, at]) => () => {
+        const results = picked.map((id) => toolResult(id));
+        if (marker) {
+          const note = message({ role: 'system', content: 'n', kind: ControlKinds.EventMarker });
+          results.splice(at % (results.length + 1), 0, note);
+        }
+        return [toolCallMsg(...[...picked].sort()), ...results];
+      });
+    const item = fc.oneof(single, group);
+    let keptGroups = 0;
+    let droppedSome = 0;
+    fc.assert(
+      fc.property(fc.array(item, { maxLength: 10 }), (makers) => {
+        const history = makers.flatMap((make) => make());
+        const expected = reference(history);
+        if (expected.kept.some((m) => m.role === 'tool')) keptGroups++;
+        if (expected.dropped > 0) droppedSome++;
+        const visible = history.filter((m) => m.kind !== ControlKinds.EventMarker);
+        expect(sanitiseToolGroups(visible)).toEqual(expected);
+        expect(historyToModelMessages(history).map((m) => m.metadata?.historyId)).toEqual(
+          expected.kept.map((m) => m.id),
+        );
+      }),
+      { numRuns: 2000 },
+    );
+    // Not vacuous: complete groups were kept and broken ones dropped in many runs.
+    expect(keptGroups).toBeGreaterThan(100);
+    expect(droppedSome).toBeGreaterThan(100);
   });
 });

@@ -1,13 +1,30 @@
 import { Test } from '@nestjs/testing';
-import { get_encoding, Tiktoken } from 'tiktoken';
+import fc from 'fast-check';
+import { BytePairEncodingCore } from 'gpt-tokenizer/cjs/BytePairEncodingCore';
 import type { ModelMessage, ToolDefinition } from '../../../src/contracts';
 import { TOKEN_ESTIMATOR_OPTIONS, TokenEstimator } from '../../../src/usage/token-estimator';
 import { UsageTracker } from '../../../src/usage/usage.tracker';
 
-jest.mock('tiktoken', () => {
-  const actual = jest.requireActual<typeof import('tiktoken')>('tiktoken');
-  return { ...actual, get_encoding: jest.fn(actual.get_encoding) };
+/**
+ * How often each encoding's BPE module was loaded (its ranks are the heavy part). Kept on
+ * `globalThis`: the mock factories run while the imports above are resolved, before this
+ * file's own statements.
+ */
+function loadsOf(): Record<string, number> {
+  const holder = globalThis as { encodingLoads?: Record<string, number> };
+  return (holder.encodingLoads ??= { o200k_base: 0, cl100k_base: 0 });
+}
+jest.mock('gpt-tokenizer/cjs/encoding/o200k_base', () => {
+  loadsOf().o200k_base++;
+  return jest.requireActual('gpt-tokenizer/cjs/encoding/o200k_base');
 });
+jest.mock('gpt-tokenizer/cjs/encoding/cl100k_base', () => {
+  loadsOf().cl100k_base++;
+  return jest.requireActual('gpt-tokenizer/cjs/encoding/cl100k_base');
+});
+
+/** Every text the estimator's encoder counts on this thread (either encoding). */
+const spyEncodes = () => jest.spyOn(BytePairEncodingCore.prototype, 'countNative');
 
 const actual = jest.requireActual<typeof import('tiktoken')>('tiktoken');
 /** Reference encoders, independent of the code under test. */
@@ -40,26 +57,26 @@ function text(chars: number, seed = 1): string {
 
 describe('TokenEstimator', () => {
   let estimator: TokenEstimator;
-  let getEncodingCallsAtStart: number;
+  let loadsAtStart: Record<string, number>;
 
   beforeAll(() => {
-    (get_encoding as jest.Mock).mockClear();
     estimator = new TokenEstimator();
-    getEncodingCallsAtStart = (get_encoding as jest.Mock).mock.calls.length;
+    loadsAtStart = { ...loadsOf() };
   });
   afterEach(() => jest.restoreAllMocks());
   afterAll(() => estimator.dispose());
 
-  it('creates both encoders once, at construction', async () => {
-    expect(getEncodingCallsAtStart).toBe(2);
-    expect((get_encoding as jest.Mock).mock.calls.map((c) => c[0]).sort()).toEqual([
-      'cl100k_base',
-      'o200k_base',
-    ]);
+  it('loads both encodings once per process, at start-up, not on first use', async () => {
+    expect(loadsAtStart).toEqual({ o200k_base: 1, cl100k_base: 1 });
     estimator.countText('hello', 'o200k_base');
     estimator.countText('hello', 'cl100k_base');
     await estimator.countTextAsync(text(30_000), 'o200k_base');
-    expect(get_encoding).toHaveBeenCalledTimes(2);
+    const another = new TokenEstimator();
+    expect(another.countText('hello again', 'cl100k_base')).toBe(
+      actual.get_encoding('cl100k_base').encode_ordinary('hello again').length,
+    );
+    await another.dispose();
+    expect(loadsOf()).toEqual({ o200k_base: 1, cl100k_base: 1 });
   });
 
   it('encodingFor: o200k_base for gpt-4o / 4.1 / 5 / o-series, cl100k_base otherwise, never throws', () => {
@@ -82,6 +99,45 @@ describe('TokenEstimator', () => {
     const cl = actual.get_encoding('cl100k_base');
     expect(estimator.countText(sample, 'cl100k_base')).toBe(cl.encode(sample).length);
     cl.free();
+  });
+
+  it('counts any text as tiktoken encode_ordinary does, in both encodings, inline and in the workers', async () => {
+    const cl = actual.get_encoding('cl100k_base');
+    const oracle = { o200k_base: ref.o200k_base, cl100k_base: cl };
+    const markers = [
+      '<|endoftext|>',
+      '<|im_start|>',
+      '<|im_sep|>',
+      '<|fim_prefix|>',
+      '<|endofprompt|>',
+    ];
+    // Text of every kind a message holds: words, digits, CJK, emoji, lone surrogates, U+0000,
+    // runs of blanks and newlines, and special-token markers typed as text.
+    const piece = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 30 }),
+      fc.string({ unit: 'binary', maxLength: 12 }),
+      fc.constantFrom(...markers, '  ', '\n\n', '\r\n\t', '12345678', "don't", '\u0000', '\ud800'),
+      fc.stringMatching(/^[a-zA-Z ]{0,40}$/),
+    );
+    const texts = fc.array(piece, { maxLength: 12 }).map((parts) => parts.join(''));
+    const fresh = new TokenEstimator({ workerThreshold: 200 });
+    try {
+      await fc.assert(
+        fc.asyncProperty(texts, fc.constantFrom('o200k_base', 'cl100k_base'), async (t, enc) => {
+          const expected = oracle[enc].encode_ordinary(t).length;
+          expect(fresh.countText(t, enc as 'o200k_base')).toBe(expected);
+          // Longer than the threshold: counted in a worker thread (a fresh text, not cached).
+          const padded = `${t} ${'padding '.repeat(30)}`;
+          await expect(fresh.countTextAsync(padded, enc as 'o200k_base')).resolves.toBe(
+            oracle[enc].encode_ordinary(padded).length,
+          );
+        }),
+        { numRuns: 300 },
+      );
+    } finally {
+      cl.free();
+      await fresh.dispose();
+    }
   });
 
   it('U2: counts a message in the chat format (3 + role + content, tool calls, reasoning; images not counted)', () => {
@@ -120,7 +176,7 @@ describe('TokenEstimator', () => {
 
   it('computes a message count once (cached by identity)', () => {
     const message: ModelMessage = { role: 'user', content: text(2_000, 11) };
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     const first = estimator.countMessage(message, 'o200k_base');
     expect(spy).toHaveBeenCalled();
     spy.mockClear();
@@ -140,7 +196,7 @@ describe('TokenEstimator', () => {
     const counts = estimator.persistableCount(message, 'o200k_base');
     expect(counts).toEqual({ o200k_base: rawMessage(message) });
     const loaded: ModelMessage = { ...message, metadata: { tokenCount: { o200k_base: 777 } } };
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     expect(estimator.countMessage(loaded, 'o200k_base')).toBe(777);
     expect(spy).not.toHaveBeenCalled();
     expect(estimator.persistableCount(loaded, 'cl100k_base')).toEqual({
@@ -169,7 +225,7 @@ describe('TokenEstimator', () => {
     );
     expect(estimator.countTools(tools, 'o200k_base')).toBe(expected);
     expect(estimator.countTools([], 'o200k_base')).toBe(0);
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     expect(estimator.countTools(tools, 'o200k_base')).toBe(expected);
     expect(estimator.countTools([...tools], 'o200k_base')).toBe(expected);
     expect(spy).not.toHaveBeenCalled();
@@ -194,7 +250,7 @@ describe('TokenEstimator', () => {
     const first = estimator.countMessages(stored(), 'o200k_base');
     expect(first).toBe(stored().reduce((sum, m) => sum + rawMessage(m), 0) + 3);
 
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     expect(estimator.countMessages(stored(), 'o200k_base')).toBe(first);
     expect(spy).not.toHaveBeenCalled();
   });
@@ -206,14 +262,14 @@ describe('TokenEstimator', () => {
       content: text(2_000, 100 + i),
     }));
     const expected = list.reduce((sum, m) => sum + rawMessage(m), 0) + 3;
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
 
     await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(expected);
 
     const longOnMainThread = spy.mock.calls.filter(([piece]) => piece.length > 100);
     expect(longOnMainThread).toEqual([]);
     spy.mockRestore();
-    const again = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const again = spyEncodes();
     expect(estimator.countMessages(list, 'o200k_base')).toBe(expected);
     expect(again).not.toHaveBeenCalled();
   });
@@ -223,7 +279,7 @@ describe('TokenEstimator', () => {
       { role: 'user', content: 'a', metadata: { tokenCount: { o200k_base: 11 } } },
       { role: 'assistant', content: 'b', metadata: { tokenCount: { o200k_base: 22 } } },
     ];
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
 
     await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(11 + 22 + 3);
     expect(spy).not.toHaveBeenCalled();
@@ -233,7 +289,7 @@ describe('TokenEstimator', () => {
     const big = text(100_000, 5);
     const inline = estimator.countText(big, 'o200k_base');
     expect(inline).toBe(raw(big));
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     await expect(estimator.countTextAsync(big, 'o200k_base')).resolves.toBe(inline);
     const [a, b] = await Promise.all([
       estimator.countTextAsync(big, 'cl100k_base'),
@@ -256,7 +312,7 @@ describe('TokenEstimator', () => {
     ];
     const expected = list.reduce((sum, m) => sum + rawMessage(m), 0) + 3;
     await expect(estimator.countMessagesAsync(list, 'o200k_base')).resolves.toBe(expected);
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
     expect(estimator.countMessages(list, 'o200k_base')).toBe(expected);
     expect(spy).not.toHaveBeenCalled();
   });
@@ -287,7 +343,7 @@ describe('TokenEstimator', () => {
       role: i % 2 ? 'assistant' : 'user',
       content: text(2_000, 300 + i),
     }));
-    const spy = jest.spyOn(Tiktoken.prototype, 'encode_ordinary');
+    const spy = spyEncodes();
 
     const pending = estimator.stampCounts(list, 'o200k_base');
 
@@ -318,7 +374,7 @@ describe('TokenEstimator', () => {
 });
 
 describe('TokenEstimator lifecycle', () => {
-  it('dispose frees the encoders, stops the workers, and is idempotent', async () => {
+  it('dispose stops the workers, counting afterwards throws, and it is idempotent', async () => {
     const estimator = new TokenEstimator({ workerThreshold: 10 });
     await expect(estimator.countTextAsync('a longer text than ten', 'o200k_base')).resolves.toBe(
       raw('a longer text than ten'),

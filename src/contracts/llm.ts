@@ -19,7 +19,7 @@ export interface ModelCapabilities {
   tools: boolean;
   /** Whether the model supports a reasoning ("deep thinking") mode. */
   reasoning?: boolean;
-  /** tiktoken encoding used to estimate tokens for this model. */
+  /** Token encoding (OpenAI's BPE names) used to estimate tokens for this model. */
   encoding?: 'o200k_base' | 'cl100k_base';
 }
 

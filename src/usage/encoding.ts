@@ -1,6 +1,6 @@
 import type { ModelCapabilities } from '../contracts';
 
-/** A tiktoken encoding the estimator keeps loaded (same set as `ModelCapabilities.encoding`). */
+/** A BPE encoding (OpenAI's names) the estimator keeps loaded (same set as `ModelCapabilities.encoding`). */
 export type TokenEncoding = NonNullable<ModelCapabilities['encoding']>;
 
 /** Every encoding the estimator loads at start-up. */

@@ -1,5 +1,5 @@
 /**
- * Token accounting: the tiktoken estimator, the usage breakdown and the `token:usage` event
+ * Token accounting: the token estimator, the usage breakdown and the `token:usage` event
  * builder (contract U1-U7). Imports only from `../contracts` and packages.
  */
 export * from './encoding';

@@ -1,6 +1,6 @@
 /**
  * The shared frame of the engine's unit specs: one `TokenEstimator` per spec file (it owns
- * tiktoken encoders, so it is created once and disposed after the file), the check that no
+ * worker threads, so it is created once and disposed after the file), the check that no
  * unmocked method was called, silenced logger spies, and the fixtures built around that
  * estimator.
  *

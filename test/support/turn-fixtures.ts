@@ -370,7 +370,7 @@ export interface TurnDepsOptions {
 
 /**
  * The `EnginePorts`: real hooks, prompts, tools, models and usage around `estimator` (one per
- * spec file: it owns tiktoken encoders), strict mocks for the stores and the lane, a recording
+ * spec file: it owns worker threads), strict mocks for the stores and the lane, a recording
  * event bus and the no-op default instrumentation.
  */
 export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions = {}): TurnFixture {

@@ -82,7 +82,16 @@ export class TurnState {
     return this.model ? estimator.persistableCount(message, this.encodingOf(estimator)) : undefined;
   }
 
-  /** The tiktoken encoding of the turn's model (its capability, else by model name). */
+  /**
+   * Counts `messages` (messages this turn built and owns) into their own
+   * `metadata.tokenCount`, off the loop when their uncached texts are large, so `countFor` and
+   * every later count of them is a field read. Nothing before the model is known.
+   */
+  stampCounts(estimator: TokenEstimator, messages: readonly ModelMessage[]): void | Promise<void> {
+    return this.model ? estimator.stampCounts(messages, this.encodingOf(estimator)) : undefined;
+  }
+
+  /** The token encoding of the turn's model (its capability, else by model name). */
   encodingOf(estimator: TokenEstimator): TokenEncoding {
     const { ref, capabilities } = this.model!;
     return estimator.encodingFor(ref.model, capabilities.encoding);

@@ -1,6 +1,7 @@
 import {
   ControlKinds,
   WellKnownMetadataKeys,
+  type ModelMessage,
   type NewMessage,
   type TurnEnd,
   type TurnRecord,
@@ -51,11 +52,14 @@ export async function deliverReply(
   ];
   for (const [key, value] of optional) if (value !== undefined) metadata[key] = value;
   const reasoning = state.reasoning.join('\n---\n') || undefined;
-  const count = state.countFor(deps.estimator, {
+  const asSent: ModelMessage = {
     role: 'assistant',
     content: reply.stored,
     ...(reasoning ? { reasoningContent: reasoning } : {}),
-  });
+  };
+  const stamping = state.stampCounts(deps.estimator, [asSent]);
+  if (stamping) await stamping;
+  const count = state.countFor(deps.estimator, asSent);
   if (count) metadata[K.TokenCount] = count;
   await deps.archive.append([
     {

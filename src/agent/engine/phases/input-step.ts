@@ -19,6 +19,8 @@ export async function archiveOpening(ports: InputStepPorts, state: TurnState): P
   // H1: an idle topic opener (a sourced input, so alone in its turn) is never archived, so a
   // stopped idle turn with nothing else in history writes no stop marker (P5).
   if (!turn.inputs.every((i) => isArchivable(i.message))) return;
+  const stamping = state.stampCounts(ports.estimator, models);
+  if (stamping) await stamping;
   const stored = await ports.archive.append(
     turn.inputs.map((i, at) =>
       archivedInput(
@@ -47,6 +49,8 @@ export async function joinPending(
   const added = joining.map((p) => turn.add(p));
   await ports.inbox.enterTurn(idsOf(joining.map((p) => p.message)), turn.id);
   const models = joining.map((p) => asModel(state, p.message));
+  const stamping = state.stampCounts(ports.estimator, models);
+  if (stamping) await stamping;
   const stored = await ports.archive.append(
     joining.map((p, i) =>
       archivedInput(

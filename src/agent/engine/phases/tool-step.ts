@@ -78,6 +78,8 @@ export async function runToolCalls(
     ...(m.reasoningContent ? { reasoningContent: m.reasoningContent } : {}),
     metadata: { turnId },
   }));
+  const stamping = state.stampCounts(deps.estimator, models);
+  if (stamping) await stamping;
   group.forEach((m, i) => {
     const count = state.countFor(deps.estimator, models[i]);
     if (count) m.metadata[K.TokenCount] = count;

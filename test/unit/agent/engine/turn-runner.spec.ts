@@ -6,6 +6,7 @@ import {
   type TurnAfterContext,
   type TurnOutcome,
 } from '../../../../src/contracts';
+import { BytePairEncodingCore } from 'gpt-tokenizer/cjs/BytePairEncodingCore';
 import type { Turn } from '../../../../src/agent/engine/turn';
 import { TurnRunner } from '../../../../src/agent/engine/turn-runner';
 import { TurnScheduler } from '../../../../src/agent/engine/turn-scheduler';
@@ -85,6 +86,42 @@ describe('TurnRunner', () => {
   }
 
   describe('replied', () => {
+    it('U2: a long input, tool result and reply are counted in the worker threads, never encoded on the event loop', async () => {
+      const long = (word: string) => `${word} `.repeat(5000).trim();
+      const { run, deps, provider, stored } = await setup({
+        inputs: [{ content: long('question') }],
+      });
+      deps.tools.register({
+        name: 'dump',
+        description: 'Returns a long text.',
+        parameters: { type: 'object' },
+        handler: () => long('result'),
+      });
+      provider.script(
+        answers.tools([newToolCall('dump')], '', { promptTokens: 10, completionTokens: 2 }),
+        answers.text(long('answer'), { promptTokens: 20, completionTokens: 5000 }),
+      );
+      const encoded = jest.spyOn(BytePairEncodingCore.prototype, 'countNative');
+
+      const result = await run();
+      const longOnLoop = encoded.mock.calls.filter(([text]) => text.length > 1000);
+      encoded.mockRestore();
+
+      expect(result?.outcome).toBe('replied');
+      expect(longOnLoop).toEqual([]);
+      const encoding = deps.estimator.encodingFor('scripted-model');
+      const history = await stored();
+      const counted = (role: 'user' | 'tool' | 'assistant', content: string) => ({
+        [encoding]: deps.estimator.countMessage({ role, content }, encoding),
+      });
+      expect(history.map((m) => [m.role, m.metadata[K.TokenCount]])).toEqual([
+        ['user', counted('user', long('question'))],
+        ['assistant', expect.any(Object)],
+        ['tool', counted('tool', long('result'))],
+        ['assistant', counted('assistant', long('answer'))],
+      ]);
+    });
+
     it('H4, P4: the reply is persisted with its turn record, sent once, and the stream ends once', async () => {
       const { run, provider, mocks, turn, stored, streamEnds, turnAfter } = await setup();
       provider.script(answers.text('Hi!', { promptTokens: 42, completionTokens: 3 }));

@@ -375,11 +375,16 @@ describe('runToolCalls (tool executor)', () => {
       });
     });
 
-    it('returns the group as model messages for the working list', async () => {
-      const { sut, turn } = setup({ tools: [newEchoTool()] });
+    it('returns the group as model messages for the working list, counted as persisted', async () => {
+      const { sut, turn, appended } = setup({ tools: [newEchoTool()] });
       const call = newToolCall('echo', { text: 'a' });
 
       const group = await sut([call], 'pre', 'why');
+      // Each model message carries the count persisted with its stored message, so no later
+      // count of the working list encodes it again.
+      const [assistantCount, toolCount] = appended()[0].map((m) => m.metadata[K.TokenCount]);
+      expect(assistantCount).toEqual({ cl100k_base: expect.any(Number) });
+      expect(toolCount).toEqual({ cl100k_base: expect.any(Number) });
 
       expect(group).toEqual([
         {
@@ -387,13 +392,13 @@ describe('runToolCalls (tool executor)', () => {
           content: 'pre',
           toolCalls: [call],
           reasoningContent: 'why',
-          metadata: { turnId: turn.id },
+          metadata: { turnId: turn.id, [K.TokenCount]: assistantCount },
         },
         {
           role: 'tool',
           content: '{"echoed":"a"}',
           toolCallId: call.id,
-          metadata: { turnId: turn.id },
+          metadata: { turnId: turn.id, [K.TokenCount]: toolCount },
         },
       ]);
     });

@@ -11,4 +11,21 @@ describe('MemoryInputInbox', () => {
     expect((await inbox.get('c'))?.settlement).toEqual({ settled: 'discarded' });
     expect((await inbox.unsettled()).map((e) => e.id)).toEqual(['d']);
   });
+
+  it('forgets the oldest settled entries in batches: never more than maxSettled kept, the newest always kept', async () => {
+    const inbox = new MemoryInputInbox(160);
+    for (let i = 0; i < 1000; i++) {
+      await inbox.accept({ id: `m${i}`, sessionId: 's', content: 'x' });
+      await inbox.settle([`m${i}`], { settled: 'discarded' });
+      const kept = (await Promise.all([...Array(i + 1).keys()].map((k) => inbox.get(`m${k}`))))
+        .map((e, k) => (e ? k : -1))
+        .filter((k) => k >= 0);
+      expect(kept.length).toBeLessThanOrEqual(160);
+      // The kept ones are the newest, in one run up to the one just settled.
+      expect(kept[kept.length - 1]).toBe(i);
+      expect(kept).toEqual([...Array(kept.length).keys()].map((k) => i - kept.length + 1 + k));
+      // A batch forgets a sixteenth at most: the window stays deep.
+      if (i >= 160) expect(kept.length).toBeGreaterThanOrEqual(150);
+    }
+  });
 });

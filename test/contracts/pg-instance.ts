@@ -125,12 +125,12 @@ export class PgInstance {
    * open and new ones are accepted by the kernel, but nothing answers.
    */
   freeze(): void {
-    for (const pid of this.processes()) process.kill(pid, 'SIGSTOP');
+    for (const pid of this.processes()) signal(pid, 'SIGSTOP');
   }
 
   /** Lets a frozen server go on (`SIGCONT`). */
   thaw(): void {
-    for (const pid of this.processes()) process.kill(pid, 'SIGCONT');
+    for (const pid of this.processes()) signal(pid, 'SIGCONT');
   }
 
   /** Thaws, stops (if running) and deletes the cluster. Safe to call more than once. */
@@ -175,5 +175,17 @@ export class PgInstance {
     }
     const quoted = [command, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     await run('su', ['postgres', '-c', quoted]);
+  }
+}
+
+/**
+ * Sends `sig` to `pid`; a process that ended between listing and signalling (a backend that
+ * exited, the postmaster gone while its pid file stays) is no error: there is nothing to signal.
+ */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
 }

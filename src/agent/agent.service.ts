@@ -121,6 +121,35 @@ export class AgentService
   }
 
   /**
+   * "Stop all": S3 for every session with a running turn or waiting inputs at the moment of the
+   * call (as this instance knows them), each stopped as `abortAsync` stops it (`queued` also
+   * drops their waiting inputs; `reason` goes to the log, `by` into the stop markers). Resolves
+   * with the ids of the sessions whose running turn was stopped. A session whose stop fails is
+   * logged and left out; the others are stopped all the same.
+   */
+  async abortAll(options: Omit<AbortOptions, 'turnId'> = {}): Promise<string[]> {
+    const { queued, reason, by } = options;
+    const stop = {
+      ...(queued ? { queued } : {}),
+      ...(reason ? { reason } : {}),
+      ...(by ? { by } : {}),
+    };
+    const sessions = this.dispatcher.view.activeSessions();
+    const answers = await Promise.allSettled(sessions.map((id) => this.abortAsync(id, stop)));
+    const stopped: string[] = [];
+    answers.forEach((answer, i) => {
+      if (answer.status === 'fulfilled') {
+        if (answer.value) stopped.push(sessions[i]);
+        return;
+      }
+      this.logger.error(
+        `Abort of session ${escapeForLog(sessions[i])} failed: ${String(answer.reason)}`,
+      );
+    });
+    return stopped;
+  }
+
+  /**
    * S4: stops the sessions' running turns, drops their waiting inputs (not archived), waits
    * for them to settle, then runs `clear` while the sessions are held. `undefined` = all
    * sessions. The hold is released even when `clear` throws; the error is rethrown (I10).

@@ -5,6 +5,7 @@ import { ApiApp, TEST_TOKEN } from '../support/api-app';
 const ADMIN_ROUTES: { method: 'get' | 'post' | 'put' | 'delete'; path: string; body?: object }[] = [
   { method: 'post', path: '/agent/messages', body: { sessionId: 'auth', content: 'hi' } },
   { method: 'post', path: '/agent/sessions/auth/abort', body: {} },
+  { method: 'post', path: '/agent/sessions/abort', body: {} },
   { method: 'put', path: '/agent/sessions/auth/model', body: { model: 'm' } },
   { method: 'post', path: '/agent/sessions/clear', body: { sessionIds: ['auth'] } },
   { method: 'delete', path: '/agent/sessions/auth' },
@@ -143,6 +144,59 @@ describe('REST API (README: REST API)', () => {
 
       expect([empty.status, empty.body]).toEqual([200, { stopped: false }]);
       expect([mismatch.status, mismatch.body]).toEqual([200, { stopped: false }]);
+    });
+  });
+
+  describe('POST /agent/sessions/abort (stop all)', () => {
+    it('S3: stops every running turn and answers their sessions; by is the caller; queued drops the waiting inputs', async () => {
+      a.server.enqueue({ text: 'first', chunks: 2, hold: true }, { text: 'second', hold: true });
+      const calledFirst = a.nextModelCall();
+      const first = postAndWait({ sessionId: 'all-1', content: 'go' });
+      await calledFirst;
+      const calledSecond = a.nextModelCall();
+      const second = postAndWait({ sessionId: 'all-2', content: 'go too' });
+      await calledSecond;
+      const queued = a.nextEvent(
+        'agent:queue',
+        (e) => e.sessionId === 'all-1' && e.waiting.length === 1,
+      );
+      const behind = postAndWait({ sessionId: 'all-1', content: 'behind' });
+      await queued;
+
+      const res = await a
+        .http()
+        .post('/agent/sessions/abort')
+        .set(a.auth)
+        .send({ queued: true, reason: 'maintenance' });
+
+      expect(res.status).toBe(200);
+      expect([...res.body.stopped].sort()).toEqual(['all-1', 'all-2']);
+      expect(Object.keys(res.body)).toEqual(['stopped']);
+      expect((await first).body).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+      expect((await second).body).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+      expect((await behind).body).toEqual({ settled: 'dropped', reason: 'aborted' });
+      for (const id of ['all-1', 'all-2']) {
+        const history = await a.http().get(`/agent/sessions/${id}/history`).set(a.auth);
+        const record = history.body.messages.find(
+          (m: { metadata: { turnRecord?: unknown } }) => m.metadata.turnRecord,
+        ).metadata.turnRecord;
+        expect(record).toMatchObject({
+          outcome: 'aborted',
+          by: { platform: 'admin', userId: 'admin' },
+        });
+      }
+    });
+
+    it('answers { stopped: [] } when nothing runs, with or without a body', async () => {
+      const empty = await a.http().post('/agent/sessions/abort').set(a.auth);
+      const queued = await a
+        .http()
+        .post('/agent/sessions/abort')
+        .set(a.auth)
+        .send({ queued: true });
+
+      expect([empty.status, empty.body]).toEqual([200, { stopped: [] }]);
+      expect([queued.status, queued.body]).toEqual([200, { stopped: [] }]);
     });
   });
 
@@ -345,6 +399,7 @@ describe('REST API (README: REST API)', () => {
       expect(routes.sort()).toEqual(
         [
           'POST /agent/messages',
+          'POST /agent/sessions/abort',
           'POST /agent/sessions/{sessionId}/abort',
           'PUT /agent/sessions/{sessionId}/model',
           'POST /agent/sessions/clear',
@@ -587,6 +642,21 @@ describe('REST API (README: REST API)', () => {
         'by',
       ],
       ['abort: :sessionId blank', 'post', '/agent/sessions/%20/abort', {}, 'sessionId'],
+      [
+        'stop all: turnId cannot be given',
+        'post',
+        '/agent/sessions/abort',
+        { turnId: 't' },
+        'turnId',
+      ],
+      ['stop all: queued not a boolean', 'post', '/agent/sessions/abort', { queued: 1 }, 'queued'],
+      [
+        'stop all: reason too long',
+        'post',
+        '/agent/sessions/abort',
+        { reason: 'r'.repeat(1001) },
+        'reason',
+      ],
       ['model: model missing', 'put', '/agent/sessions/v/model', {}, 'model'],
       ['model: model blank', 'put', '/agent/sessions/v/model', { model: ' ' }, 'model'],
       [

@@ -49,6 +49,7 @@ type Action =
   | { t: 'send'; s: number; human: boolean; flag: Flag }
   | { t: 'answer'; k: number; tools: number; fail: boolean }
   | { t: 'abort'; s: number; turn: 'none' | 'running' | 'stale' | 'old'; queued: boolean }
+  | { t: 'abortAll'; queued: boolean }
   | { t: 'clear'; sessions: number[] | 'all' }
   | { t: 'endClear'; k: number; fail: boolean }
   | { t: 'delete'; s: number }
@@ -89,6 +90,10 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
       turn: fc.constantFrom('none' as const, 'running' as const, 'stale' as const, 'old' as const),
       queued: fc.boolean(),
     }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant('abortAll' as const), queued: fc.boolean() }),
   },
   {
     weight: 2,
@@ -483,6 +488,55 @@ describe('concurrency property (S1-S4, S7-S9, I1-I14)', () => {
     r.aborts.push({ sessionId, running, waitingBefore, queued: a.queued, given, result });
   }
 
+  /**
+   * Stop all: every session's running turn is stopped (and with `queued` its waiting inputs
+   * dropped) at the call, as one `abort` without turn id per session would; the answer names
+   * exactly the sessions that had a running turn.
+   */
+  function abortAll(r: RunState, a: Extract<Action, { t: 'abortAll' }>): void {
+    const before = Array.from({ length: SESSIONS }, (_, s) => {
+      const sessionId = r.sessionId(s);
+      return {
+        sessionId,
+        running: agent.runningTurn(sessionId),
+        waitingBefore: agent.waiting(sessionId).map((m) => m.content),
+      };
+    });
+    const answer = agent.abortAll({
+      queued: a.queued,
+      by: { platform: 'web', userId: 'stopper' },
+      reason: 'property-reason',
+    });
+    for (const { sessionId, running, waitingBefore } of before) {
+      const waitingAfter = agent.waiting(sessionId).map((m) => m.content);
+      if (!a.queued && waitingAfter.join('|') !== waitingBefore.join('|')) {
+        r.violation(`abortAll() changed the waiting list of ${sessionId}`);
+      }
+      if (a.queued && waitingAfter.length) {
+        r.violation(`abortAll(queued) left [${waitingAfter.join(', ')}] waiting in ${sessionId}`);
+      }
+      const result = running !== undefined;
+      r.aborts.push({
+        sessionId,
+        running,
+        waitingBefore,
+        queued: a.queued,
+        given: undefined,
+        result,
+      });
+    }
+    const expected = before.filter((b) => b.running !== undefined).map((b) => b.sessionId);
+    r.pending.push(
+      answer.then((stopped) => {
+        if ([...stopped].sort().join('|') !== expected.sort().join('|')) {
+          r.violation(
+            `abortAll() answered [${stopped.join(', ')}], running were [${expected.join(', ')}]`,
+          );
+        }
+      }),
+    );
+  }
+
   function clear(r: RunState, a: Extract<Action, { t: 'clear' }>): void {
     const ids = a.sessions === 'all' ? undefined : a.sessions.map((s) => r.sessionId(s));
     const hold: HoldRec = { sessions: ids ? new Set(ids) : 'all', startTick: ++r.tick };
@@ -539,6 +593,8 @@ describe('concurrency property (S1-S4, S7-S9, I1-I14)', () => {
         return answer(action);
       case 'abort':
         return abort(r, action);
+      case 'abortAll':
+        return abortAll(r, action);
       case 'clear':
         return clear(r, action);
       case 'endClear':

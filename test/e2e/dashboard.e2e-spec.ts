@@ -409,6 +409,59 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     expect(history.body.messages).toEqual([]);
   });
 
+  it('(g) "Stop all" asks first, then stops every running turn and names the sessions stopped', async () => {
+    const page = await openDashboard();
+    a.server.enqueue(
+      { text: 'first slow answer', hold: true },
+      { text: 'second slow answer', hold: true },
+    );
+    const first = await sendAndHold(page, 'dash-all-1', 'one');
+    const second = await sendAndHold(page, 'dash-all-2', 'two');
+    const status = page.getByTestId('stop-all-status');
+    let requests = 0;
+    await page.route('**/agent/sessions/abort', async (route) => {
+      requests++;
+      await route.continue();
+    });
+
+    // Dismissed: nothing is sent, nothing stops.
+    page.once('dialog', (dialog) => void dialog.dismiss());
+    await page.getByTestId('stop-all-button').click();
+    expect(requests).toBe(0);
+    expect(a.server.heldCount).toBe(2);
+
+    const dialog = new Promise<string>((resolve) =>
+      page.once('dialog', (d) => {
+        resolve(d.message());
+        void d.accept();
+      }),
+    );
+    const ended = [first, second].map((turnId) =>
+      a.nextEvent('agent:turn:end', (e) => e.turnId === turnId),
+    );
+    await page.getByTestId('stop-all-button').click();
+
+    expect(await dialog).toContain('Stop every running turn');
+    expect((await Promise.all(ended)).map((e) => e.outcome)).toEqual(['aborted', 'aborted']);
+    await status.filter({ hasText: /^stopped 2: / }).waitFor();
+    expect(await status.textContent()).toEqual(expect.stringContaining('dash-all-1'));
+    expect(await status.textContent()).toEqual(expect.stringContaining('dash-all-2'));
+    // The selected session (the last one sent to) shows its turn aborted; both are idle in the list.
+    await outcomeOf(turnOf(page, second), 'aborted').waitFor();
+    for (const id of ['dash-all-1', 'dash-all-2']) {
+      await page
+        .locator(`[data-testid="session-item"][data-session-id="${id}"][data-state="idle"]`)
+        .waitFor();
+    }
+    expect(requests).toBe(1);
+
+    // Nothing runs any more.
+    page.once('dialog', (d) => void d.accept());
+    await page.getByTestId('stop-all-button').click();
+    await status.filter({ hasText: 'nothing was running' }).waitFor();
+    expect(a.server.heldCount).toBe(0);
+  });
+
   it('(f) screenshot for the README: a finished turn with a tool call, a running one, usage bars', async () => {
     const dispose = a.app.get(ToolRegistry).register({
       name: 'order_status',

@@ -1,12 +1,17 @@
 import { EventEmitter2 } from '@nestjs/event-emitter';
-import { SessionStore, type SessionStore as SessionStorePort } from '../../src';
+import {
+  ControlKinds,
+  SessionStore,
+  WellKnownMetadataKeys as K,
+  type SessionStore as SessionStorePort,
+} from '../../src';
 import { AgentHarness } from '../support/agent-harness';
 
 /**
  * What a library host gets by DI from `AgentService`: clearing and deletion that do the whole
  * job (the REST routes call the same methods), and the awaitable abort.
  */
-describe('AgentService administration (clearHistory, deleteSession, abortAsync)', () => {
+describe('AgentService administration (clearHistory, deleteSession, abortAsync, abortAll)', () => {
   let h: AgentHarness;
   afterEach(() => h?.close());
 
@@ -69,5 +74,52 @@ describe('AgentService administration (clearHistory, deleteSession, abortAsync)'
     expect(await h.agent.abortAsync('s', { turnId })).toBe(true);
     expect(await running).toMatchObject({ settled: 'turn', turnId, outcome: 'aborted' });
     expect(await h.agent.abortAsync('s', { turnId })).toBe(false);
+  });
+
+  it('S3: abortAll stops every running turn and answers their sessions; queued drops the waiting inputs; by is in the stop markers', async () => {
+    h = await AgentHarness.start();
+    h.server.enqueue({ text: 'done' });
+    await h.agent.handleMessage({ sessionId: 'idle', content: 'earlier' });
+    h.server.enqueue({ text: 'never a', hold: true }, { text: 'never b', hold: true });
+    const a = h.agent.handleMessage({ sessionId: 'a', content: 'first a' });
+    await h.server.nextRequest();
+    const b = h.agent.handleMessage({ sessionId: 'b', content: 'first b' });
+    await h.server.nextRequest();
+    const queued = h.waitFor('agent:queue', (e) => e.sessionId === 'a' && e.waiting.length === 1);
+    const waiting = h.agent.handleMessage({ sessionId: 'a', content: 'second a' });
+    await queued;
+    const ops = { platform: 'web', userId: 'ops' };
+
+    const stopped = await h.agent.abortAll({ queued: true, reason: 'maintenance', by: ops });
+
+    expect([...stopped].sort()).toEqual(['a', 'b']);
+    expect(await a).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+    expect(await b).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+    expect(await waiting).toEqual({ settled: 'dropped', reason: 'aborted' });
+    for (const id of ['a', 'b']) {
+      const marker = (await h.stored(id)).find((m) => m.kind === ControlKinds.TurnStopped);
+      expect(marker?.metadata[K.StoppedBy]).toEqual(ops);
+    }
+    // Nothing runs any more: a second stop-all stops nothing.
+    expect(await h.agent.abortAll()).toEqual([]);
+  });
+
+  it('S3: abortAll without queued keeps the waiting inputs: each opens its turn afterwards', async () => {
+    h = await AgentHarness.start();
+    h.server.enqueue({ text: 'never', hold: true }, { text: 'after the stop' });
+    const first = h.agent.handleMessage({ sessionId: 's', content: 'one' });
+    await h.server.nextRequest();
+    const queued = h.waitFor('agent:queue', (e) => e.sessionId === 's' && e.waiting.length === 1);
+    const second = h.agent.handleMessage({ sessionId: 's', content: 'two' });
+    await queued;
+
+    expect(await h.agent.abortAll()).toEqual(['s']);
+
+    expect(await first).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+    expect(await second).toMatchObject({
+      settled: 'turn',
+      outcome: 'replied',
+      reply: 'after the stop',
+    });
   });
 });

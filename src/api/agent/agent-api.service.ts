@@ -73,6 +73,11 @@ export class AgentApiService {
     return { stopped: await this.agent.abortAsync(sessionId, options) };
   }
 
+  /** "Stop all": S3 for every session with a running turn; answers the sessions stopped. */
+  async abortAll(options: AbortOptions): Promise<{ stopped: string[] }> {
+    return { stopped: await this.agent.abortAll(options) };
+  }
+
   /**
    * S6: assigns the session's model. `SessionNotFoundError` (404), `ModelNotFoundError` (422)
    * and `StoreUnavailableError` (503) pass through; any other failure is the store refusing the

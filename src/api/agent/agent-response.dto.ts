@@ -59,6 +59,12 @@ export class StoppedResponse {
   stopped!: boolean;
 }
 
+/** `200` of "stop all". */
+export class StoppedAllResponse {
+  @ApiProperty({ type: [String], description: 'The sessions whose running turn was stopped' })
+  stopped!: string[];
+}
+
 /** `200` of a clear. */
 export class ClearedResponse {
   @ApiProperty({ oneOf: [{ type: 'array', items: { type: 'string' } }, { enum: ['all'] }] })

@@ -170,6 +170,20 @@ export class AbortDto {
   reason?: string;
 }
 
+/** Body of `POST /agent/sessions/abort` ("stop all"). */
+export class AbortAllDto {
+  @ApiPropertyOptional({ description: 'Also drop the waiting inputs of every session' })
+  @IsOptional()
+  @IsBoolean()
+  queued?: boolean;
+
+  @ApiPropertyOptional({ maxLength: MAX_REASON_LENGTH, description: 'Only logged' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(MAX_REASON_LENGTH)
+  reason?: string;
+}
+
 /** Payload of the socket `abort` event. */
 export class SocketAbortDto extends AbortDto {
   @IsIdentifier()

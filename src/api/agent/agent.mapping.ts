@@ -8,7 +8,7 @@ import type {
 } from '../../contracts';
 import { InputRefusedException } from '../http/api-error';
 import type { SettledResponse } from './agent-response.dto';
-import type { AbortDto, MessageDto, ModelRefDto } from './agent.dto';
+import type { AbortAllDto, AbortDto, MessageDto, ModelRefDto } from './agent.dto';
 
 /** Keeps only the defined values, so that no `undefined` key reaches the agent or the wire. */
 function defined<T extends object>(value: T): T {
@@ -67,9 +67,12 @@ export function refusalOf(settlement: Settlement): InputRefusedException | undef
 }
 
 /** An abort body -> the agent's options, `by` being the authenticated caller. */
-export function mapAbortOptions(dto: AbortDto | undefined, by: Actor | undefined): AbortOptions {
+export function mapAbortOptions(
+  dto: AbortDto | AbortAllDto | undefined,
+  by: Actor | undefined,
+): AbortOptions {
   return defined<AbortOptions>({
-    turnId: dto?.turnId,
+    turnId: dto && 'turnId' in dto ? dto.turnId : undefined,
     queued: dto?.queued,
     reason: dto?.reason,
     by: by ? { platform: by.platform, userId: by.userId } : undefined,

@@ -29,10 +29,11 @@ import {
   ErrorResponse,
   HistoryResponse,
   QueueResponse,
+  StoppedAllResponse,
   StoppedResponse,
   UsageResponse,
 } from './agent-response.dto';
-import { AbortDto, ClearDto, ModelRefDto } from './agent.dto';
+import { AbortAllDto, AbortDto, ClearDto, ModelRefDto } from './agent.dto';
 import { mapAbortOptions, mapModelRef } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
@@ -52,6 +53,19 @@ export class SessionsController {
   clear(@Body() body: ClearDto): Promise<ClearedResponse> {
     // No body at all arrives as undefined (the pipe validates it as {}): clear everything.
     return this.api.clear(body?.sessionIds, body?.reason);
+  }
+
+  @Post('abort')
+  @HttpCode(HttpStatus.OK)
+  @ApiOperation({
+    summary: 'Stop every running turn ("stop all", S3 per session); `by` is the caller',
+  })
+  @ApiOkResponse({ type: StoppedAllResponse })
+  abortAll(
+    @Body() body: AbortAllDto,
+    @Caller() caller: Actor | undefined,
+  ): Promise<StoppedAllResponse> {
+    return this.api.abortAll(mapAbortOptions(body, caller));
   }
 
   @Post(':sessionId/abort')

@@ -50,6 +50,8 @@
     sessionBody: byTestId('session-body'),
     sessionId: byTestId('selected-session-id'),
     sessionState: byTestId('selected-session-state'),
+    stopAll: byTestId('stop-all-button'),
+    stopAllStatus: byTestId('stop-all-status'),
     stop: byTestId('stop-button'),
     stopDrop: byTestId('stop-drop-button'),
     modelForm: byTestId('model-form'),
@@ -829,6 +831,31 @@
     }
   }
 
+  /** "Stop all": every running turn stops (after a confirmation); waiting inputs stay queued. */
+  async function stopAll() {
+    const sure = window.confirm(
+      'Stop every running turn?\n\nWaiting inputs stay queued and run next.',
+    );
+    if (!sure) return;
+    ui.stopAll.disabled = true;
+    ui.stopAllStatus.classList.remove('error');
+    ui.stopAllStatus.textContent = 'stopping every running turn…';
+    try {
+      const answer = await api('POST', '/agent/sessions/abort', {
+        reason: 'stopped from the dashboard (stop all)',
+      });
+      const stopped = (answer && answer.stopped) || [];
+      ui.stopAllStatus.textContent = stopped.length
+        ? 'stopped ' + stopped.length + ': ' + stopped.join(', ')
+        : 'nothing was running';
+    } catch (error) {
+      ui.stopAllStatus.classList.add('error');
+      ui.stopAllStatus.textContent = 'stop all failed: ' + describe(error);
+    } finally {
+      ui.stopAll.disabled = false;
+    }
+  }
+
   async function assignModel(event) {
     event.preventDefault();
     const session = selectedSession();
@@ -927,6 +954,7 @@
     session.historyLoaded = false;
     select(id);
   });
+  ui.stopAll.addEventListener('click', stopAll);
   ui.stop.addEventListener('click', () => stop(false));
   ui.stopDrop.addEventListener('click', () => stop(true));
   ui.modelForm.addEventListener('submit', assignModel);

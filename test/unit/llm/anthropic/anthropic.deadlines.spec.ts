@@ -95,8 +95,9 @@ describe('AnthropicProvider deadlines', () => {
       provider({ maxRetries: 9, baseDelayMs: 1, random: () => 0 }).stream(request()),
     );
 
-    expect((out.error as Error).message).toContain(
-      'went silent before answering (no token within 0.2 s over 2 attempts)',
+    // The time said is the time spent: the 0.2 s budget, and on a loaded machine a little more.
+    expect((out.error as Error).message).toMatch(
+      /went silent before answering \(no token within 0\.2\d? s over 2 attempts\)/,
     );
     expect(out.elapsedMs).toBeLessThan(3 * IDLE);
   });

@@ -74,11 +74,12 @@ describe('OpenAiCompatibleProvider deadlines', () => {
     };
   }
 
-  function expectSilent(out: Outcome, says: string): ProviderError {
+  function expectSilent(out: Outcome, says: string | RegExp): ProviderError {
     expect(out.error).toBeInstanceOf(ProviderError);
     const error = out.error as ProviderError;
     expect(error.kind).toBe('disconnected');
-    expect(error.message).toContain(says);
+    if (typeof says === 'string') expect(error.message).toContain(says);
+    else expect(error.message).toMatch(says);
     return error;
   }
 
@@ -130,7 +131,8 @@ describe('OpenAiCompatibleProvider deadlines', () => {
       provider({ maxRetries: 9, baseDelayMs: 1, random: () => 0 }).stream(request()),
     );
 
-    expectSilent(out, 'went silent before answering (no token within 0.2 s over 2 attempts)');
+    // The time said is the time spent: the 0.2 s budget, and on a loaded machine a little more.
+    expectSilent(out, /went silent before answering \(no token within 0\.2\d? s over 2 attempts\)/);
     expect(out.elapsedMs).toBeLessThan(3 * IDLE);
     expect(fake.requests).toHaveLength(2);
   });

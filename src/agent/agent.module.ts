@@ -34,6 +34,7 @@ import { AgentInstrumentation } from './instrumentation';
 import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
+import { SessionAdmin } from './session-admin';
 import { UsageSnapshots } from './usage-snapshots';
 
 const ports: Provider[] = [
@@ -137,6 +138,7 @@ const engine: Provider[] = [
     AgentService,
     InputRecovery,
     UsageSnapshots,
+    SessionAdmin,
     ...ports,
     ...engine,
   ],

@@ -8,21 +8,22 @@ import {
 } from '@nestjs/common';
 import {
   escapeForLog,
-  ModelNotFoundError,
   WorkDispatcher,
   type AbortOptions,
   type IncomingMessage,
   type ModelRef,
+  type SessionSettingsPatch,
+  type SessionView,
   type Settlement,
   type TokenUsageEvent,
   type WorkDispatcher as WorkDispatcherPort,
 } from '../contracts';
 import { HookRegistry } from '../hooks';
-import { ModelRegistry } from '../llm';
 import { AgentEventBus } from './agent-event.bus';
 import { AGENT_MODULE_OPTIONS, AGENT_OPTIONS } from './agent.module-definition';
 import type { AgentModuleOptions, ResolvedAgentOptions } from './agent.options';
 import { InputGate } from './engine';
+import { SessionAdmin } from './session-admin';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
 import { UsageSnapshots } from './usage-snapshots';
@@ -56,9 +57,9 @@ export class AgentService
     private readonly gate: InputGate,
     private readonly hooks: HookRegistry,
     private readonly tools: ToolRegistry,
-    private readonly models: ModelRegistry,
     private readonly events: AgentEventBus,
     private readonly snapshots: UsageSnapshots,
+    private readonly admin: SessionAdmin,
   ) {}
 
   onModuleInit(): void {
@@ -121,32 +122,30 @@ export class AgentService
   }
 
   /**
-   * "Stop all": S3 for every session with a running turn or waiting inputs at the moment of the
-   * call (as this instance knows them), each stopped as `abortAsync` stops it (`queued` also
-   * drops their waiting inputs; `reason` goes to the log, `by` into the stop markers). Resolves
-   * with the ids of the sessions whose running turn was stopped. A session whose stop fails is
-   * logged and left out; the others are stopped all the same.
+   * "Stop all": `abortAsync` for every session active at the call (as this instance knows them;
+   * `queued` drops their waiting inputs too). Resolves with the sessions whose turn stopped; a
+   * failed stop is logged and left out.
    */
-  async abortAll(options: Omit<AbortOptions, 'turnId'> = {}): Promise<string[]> {
-    const { queued, reason, by } = options;
-    const stop = {
-      ...(queued ? { queued } : {}),
-      ...(reason ? { reason } : {}),
-      ...(by ? { by } : {}),
-    };
-    const sessions = this.dispatcher.view.activeSessions();
-    const answers = await Promise.allSettled(sessions.map((id) => this.abortAsync(id, stop)));
-    const stopped: string[] = [];
-    answers.forEach((answer, i) => {
-      if (answer.status === 'fulfilled') {
-        if (answer.value) stopped.push(sessions[i]);
-        return;
-      }
-      this.logger.error(
-        `Abort of session ${escapeForLog(sessions[i])} failed: ${String(answer.reason)}`,
-      );
-    });
-    return stopped;
+  abortAll(options: Omit<AbortOptions, 'turnId'> = {}): Promise<string[]> {
+    return this.admin.abortAll(options);
+  }
+
+  /**
+   * One session now: state, running turn, waiting count, settings, last turn. `undefined` when
+   * it has no settings and nothing runs, waits or holds it.
+   */
+  getSession(sessionId: string): Promise<SessionView | undefined> {
+    return this.admin.getSession(sessionId);
+  }
+
+  /**
+   * Creates the session's settings when it has none (so a model can be set before its first
+   * message) and sets the fields given (`model`, `think`, `maxToolIterations`, `historyLimit`).
+   * Throws `ModelNotFoundError` when no provider serves the model, a `TypeError` naming a field
+   * of the wrong type. Resolves with the session as `getSession` shows it.
+   */
+  updateSession(sessionId: string, settings: SessionSettingsPatch): Promise<SessionView> {
+    return this.admin.updateSession(sessionId, settings);
   }
 
   /**
@@ -222,14 +221,8 @@ export class AgentService
    * S6: sets the session's conversation model. Throws `SessionNotFoundError` when the session
    * has no settings, `ModelNotFoundError` when no provider serves the model.
    */
-  async assignModel(sessionId: string, model: ModelRef): Promise<void> {
-    if (!this.models.resolve(model)) {
-      throw new ModelNotFoundError(
-        model,
-        this.models.list().map((p) => p.id),
-      );
-    }
-    await this.stores.sessions.update(sessionId, { model: { ...model } });
+  assignModel(sessionId: string, model: ModelRef): Promise<void> {
+    return this.admin.assignModel(sessionId, model);
   }
 
   /** `token:request`: a usage snapshot of the session's current messages (no model call). */

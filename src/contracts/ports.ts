@@ -12,8 +12,32 @@ export interface SessionSettings {
   /** History count limit; 0 = no count limit. */
   historyLimit?: number;
   kind?: SessionKind;
-  /** The record of the session's last finished turn, written by the agent (H4). */
-  lastTurn?: TurnRecord & { turnId: string };
+  /**
+   * The record of the session's last finished turn, written by the agent (H4), with when it
+   * ended (ISO-8601; absent in records written before it was kept).
+   */
+  lastTurn?: TurnRecord & { turnId: string; endedAt?: string };
+}
+
+/** What a session is doing now: a turn runs, inputs wait, a hold covers it, or nothing. */
+export type SessionState = 'running' | 'waiting' | 'idle' | 'held';
+
+/** The settings an administrator sets on a session (all optional; see `SessionSettings`). */
+export type SessionSettingsPatch = Pick<
+  SessionSettings,
+  'model' | 'think' | 'maxToolIterations' | 'historyLimit'
+>;
+
+/** One session as `AgentService.getSession` shows it. */
+export interface SessionView {
+  sessionId: string;
+  state: SessionState;
+  /** The running turn's id (state `running`). */
+  runningTurnId?: string;
+  /** How many inputs wait (pending insertions and queued inputs). */
+  waiting: number;
+  settings: SessionSettingsPatch;
+  lastTurn?: SessionSettings['lastTurn'];
 }
 
 /**

@@ -6,6 +6,8 @@ const ADMIN_ROUTES: { method: 'get' | 'post' | 'put' | 'delete'; path: string; b
   { method: 'post', path: '/agent/messages', body: { sessionId: 'auth', content: 'hi' } },
   { method: 'post', path: '/agent/sessions/auth/abort', body: {} },
   { method: 'post', path: '/agent/sessions/abort', body: {} },
+  { method: 'get', path: '/agent/sessions/auth' },
+  { method: 'put', path: '/agent/sessions/auth', body: { think: true } },
   { method: 'put', path: '/agent/sessions/auth/model', body: { model: 'm' } },
   { method: 'post', path: '/agent/sessions/clear', body: { sessionIds: ['auth'] } },
   { method: 'delete', path: '/agent/sessions/auth' },
@@ -242,6 +244,108 @@ describe('REST API (README: REST API)', () => {
     });
   });
 
+  describe('GET and PUT /agent/sessions/:sessionId', () => {
+    it('S6: PUT creates the settings of a new session, so its model is set before the first message; the first turn uses it', async () => {
+      const before = await a.http().get('/agent/sessions/pre-1').set(a.auth);
+      expect(before.status).toBe(404);
+      expectErrorShape(before.body, 404);
+
+      const put = await a
+        .http()
+        .put('/agent/sessions/pre-1')
+        .set(a.auth)
+        .send({
+          model: { model: 'preset-model' },
+          think: true,
+          maxToolIterations: 3,
+          historyLimit: 20,
+        });
+
+      expect(put.status).toBe(200);
+      expect(put.body).toEqual({
+        sessionId: 'pre-1',
+        state: 'idle',
+        waiting: 0,
+        settings: {
+          model: { model: 'preset-model' },
+          think: true,
+          maxToolIterations: 3,
+          historyLimit: 20,
+        },
+      });
+      const settled = await postAndWait({ sessionId: 'pre-1', content: 'first words' });
+      expect(settled.body).toMatchObject({ settled: 'turn', outcome: 'replied' });
+      expect(a.server.requests.at(-1).model).toBe('preset-model');
+
+      // A second PUT changes only what it names.
+      const again = await a.http().put('/agent/sessions/pre-1').set(a.auth).send({ think: false });
+      expect(again.body.settings).toEqual({
+        model: { model: 'preset-model' },
+        think: false,
+        maxToolIterations: 3,
+        historyLimit: 20,
+      });
+      expect(again.body.lastTurn).toEqual({
+        turnId: settled.body.turnId,
+        outcome: 'replied',
+        endedAt: expect.any(String),
+      });
+    });
+
+    it('GET answers the state: running with its turn id and the waiting count, then idle with the last turn', async () => {
+      a.server.enqueue({ text: 'held answer', hold: true }, { text: 'next' });
+      const called = a.nextModelCall();
+      const started = a.nextEvent('agent:turn:start', (e) => e.sessionId === 'state-1');
+      const first = postAndWait({ sessionId: 'state-1', content: 'one' });
+      const { turnId } = await started;
+      await called;
+      const queued = a.nextEvent(
+        'agent:queue',
+        (e) => e.sessionId === 'state-1' && e.waiting.length === 1,
+      );
+      const second = postAndWait({ sessionId: 'state-1', content: 'two' });
+      await queued;
+
+      const running = await a.http().get('/agent/sessions/state-1').set(a.auth);
+
+      expect(running.status).toBe(200);
+      expect(running.body).toEqual({
+        sessionId: 'state-1',
+        state: 'running',
+        runningTurnId: turnId,
+        waiting: 1,
+        settings: {},
+      });
+      a.server.release();
+      await first;
+      const last = (await second).body.turnId;
+      const idle = await a.http().get('/agent/sessions/state-1').set(a.auth);
+      expect(idle.body).toEqual({
+        sessionId: 'state-1',
+        state: 'idle',
+        waiting: 0,
+        settings: {},
+        lastTurn: { turnId: last, outcome: 'replied', endedAt: expect.any(String) },
+      });
+      expect(Date.parse(idle.body.lastTurn.endedAt)).toBeGreaterThan(Date.now() - 60_000);
+    });
+
+    it('PUT refuses a model no provider serves (422) and keeps the settings as they were', async () => {
+      await a.http().put('/agent/sessions/pre-2').set(a.auth).send({ historyLimit: 5 }).expect(200);
+
+      const res = await a
+        .http()
+        .put('/agent/sessions/pre-2')
+        .set(a.auth)
+        .send({ model: { provider: 'nope', model: 'x' }, historyLimit: 9 });
+
+      expect(res.status).toBe(422);
+      expectErrorShape(res.body, 422);
+      const now = await a.http().get('/agent/sessions/pre-2').set(a.auth);
+      expect(now.body.settings).toEqual({ historyLimit: 5 });
+    });
+  });
+
   describe('POST /agent/sessions/clear', () => {
     it('S4: clears the named sessions once clear has finished: { cleared: [ids] }', async () => {
       await postAndWait({ sessionId: 'clear-1', content: 'hi' });
@@ -400,6 +504,8 @@ describe('REST API (README: REST API)', () => {
         [
           'POST /agent/messages',
           'POST /agent/sessions/abort',
+          'GET /agent/sessions/{sessionId}',
+          'PUT /agent/sessions/{sessionId}',
           'POST /agent/sessions/{sessionId}/abort',
           'PUT /agent/sessions/{sessionId}/model',
           'POST /agent/sessions/clear',

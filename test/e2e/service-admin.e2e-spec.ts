@@ -1,6 +1,7 @@
 import { EventEmitter2 } from '@nestjs/event-emitter';
 import {
   ControlKinds,
+  ModelNotFoundError,
   SessionStore,
   WellKnownMetadataKeys as K,
   type SessionStore as SessionStorePort,
@@ -121,5 +122,40 @@ describe('AgentService administration (clearHistory, deleteSession, abortAsync, 
       outcome: 'replied',
       reply: 'after the stop',
     });
+  });
+
+  it('S6: updateSession creates settings before the first message; the first input names the kind; getSession shows them', async () => {
+    h = await AgentHarness.start();
+    expect(await h.agent.getSession('new')).toBeUndefined();
+
+    const view = await h.agent.updateSession('new', { model: { model: 'early-model' } });
+
+    expect(view).toEqual({
+      sessionId: 'new',
+      state: 'idle',
+      waiting: 0,
+      settings: { model: { model: 'early-model' } },
+    });
+    h.server.enqueue({ text: 'hello' });
+    await h.agent.handleMessage({ sessionId: 'new', content: 'hi', sessionKind: 'room' });
+    expect(h.server.requests.at(-1).model).toBe('early-model');
+    expect((await sessions().get('new'))?.kind).toBe('room');
+    const after = await h.agent.getSession('new');
+    expect(after).toMatchObject({ state: 'idle', lastTurn: { outcome: 'replied' } });
+  });
+
+  it('updateSession refuses what it cannot write: a model nobody serves, a field of the wrong type', async () => {
+    h = await AgentHarness.start();
+
+    await expect(
+      h.agent.updateSession('s', { model: { provider: 'nope', model: 'x' } }),
+    ).rejects.toBeInstanceOf(ModelNotFoundError);
+    await expect(h.agent.updateSession('s', { historyLimit: -1 })).rejects.toThrow(
+      'historyLimit must be a whole number, 0 or more',
+    );
+    await expect(
+      h.agent.updateSession('s', { think: 'yes' as unknown as boolean }),
+    ).rejects.toThrow('think must be a boolean');
+    expect(await h.agent.getSession('s')).toBeUndefined();
   });
 });

@@ -290,7 +290,9 @@ describe('turn pipeline (T, P, H, I)', () => {
       turnId: (settled as { turnId: string }).turnId,
       outcome: 'error',
       error: notice.content,
+      endedAt: expect.any(String),
     });
+    expect(Date.parse(settings!.lastTurn!.endedAt!)).toBeGreaterThan(Date.now() - 60_000);
     expect(h.of('token:usage')).toHaveLength(0);
   });
 

@@ -150,10 +150,13 @@ export class InputGate {
     arrival.generation = await this.ports.sessions.generationOf(sessionId);
     await this.dispatcher.whenFree(sessionId, this.closing.signal);
     if (this.closed) return this.dropArchived({ message, ...arrival }, 'shutdown');
-    await this.ports.sessions.ensure(
-      sessionId,
-      message.sessionKind ? { kind: message.sessionKind } : {},
-    );
+    const kind = message.sessionKind;
+    const settings = await this.ports.sessions.ensure(sessionId, kind ? { kind } : {});
+    // Settings made before the first message (`updateSession`) have no kind yet: the first
+    // input that names one sets it.
+    if (kind && settings && settings.kind === undefined) {
+      await this.ports.sessions.update(sessionId, { kind });
+    }
     const ctx: InputBeforeContext = { message };
     let settled: Promise<Settlement> | undefined;
     try {

@@ -9,6 +9,8 @@ import {
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
+  type SessionSettingsPatch,
+  type SessionView,
   type TokenUsageEvent,
 } from '../../contracts';
 import { ModelRefusedException } from '../http/api-error';
@@ -71,6 +73,21 @@ export class AgentApiService {
   /** S3: stops the session's running turn; answers as the instance running it does. */
   async abort(sessionId: string, options: AbortOptions): Promise<{ stopped: boolean }> {
     return { stopped: await this.agent.abortAsync(sessionId, options) };
+  }
+
+  /** One session's state and settings; `SessionNotFoundError` (404) for one unknown. */
+  async session(sessionId: string): Promise<SessionView> {
+    const view = await this.agent.getSession(sessionId);
+    if (!view) throw new SessionNotFoundError(sessionId);
+    return view;
+  }
+
+  /**
+   * Creates or updates a session's settings (a model may be set before the first message).
+   * `ModelNotFoundError` (422) for a model no provider serves.
+   */
+  updateSession(sessionId: string, settings: SessionSettingsPatch): Promise<SessionView> {
+    return this.agent.updateSession(sessionId, settings);
   }
 
   /** "Stop all": S3 for every session with a running turn; answers the sessions stopped. */

@@ -3,6 +3,9 @@ import type {
   DropReason,
   IncomingMessage,
   Message,
+  ModelRef,
+  SessionState,
+  SessionView,
   Settlement,
   TokenUsageEvent,
   TurnOutcome,
@@ -78,6 +81,25 @@ export class QueueResponse {
 
   @ApiProperty({ type: 'array', items: { type: 'object' }, description: 'IncomingMessages' })
   waiting!: IncomingMessage[];
+}
+
+/** A session's settings, as `GET` and `PUT /agent/sessions/:sessionId` answer them. */
+export class SessionSettingsResponse {
+  @ApiPropertyOptional({ description: 'A ModelRef { provider?, model }' }) model?: ModelRef;
+  @ApiPropertyOptional() think?: boolean;
+  @ApiPropertyOptional() maxToolIterations?: number;
+  @ApiPropertyOptional() historyLimit?: number;
+}
+
+/** `200` of `GET` and `PUT /agent/sessions/:sessionId`. */
+export class SessionResponse implements SessionView {
+  @ApiProperty() sessionId!: string;
+  @ApiProperty({ enum: ['running', 'waiting', 'idle', 'held'] }) state!: SessionState;
+  @ApiPropertyOptional() runningTurnId?: string;
+  @ApiProperty({ description: 'How many inputs wait' }) waiting!: number;
+  @ApiProperty({ type: SessionSettingsResponse }) settings!: SessionSettingsResponse;
+  @ApiPropertyOptional({ description: '{ turnId, outcome, source?, error?, by?, endedAt }' })
+  lastTurn?: SessionView['lastTurn'];
 }
 
 /** `200` of `GET .../history`. */

@@ -6,11 +6,14 @@ import {
   IsArray,
   IsBoolean,
   IsIn,
+  IsInt,
   IsObject,
   IsOptional,
   IsString,
   Matches,
+  Max,
   MaxLength,
+  Min,
   ValidateIf,
   ValidateNested,
   type ValidationOptions,
@@ -232,4 +235,38 @@ export class SubscribeDto {
   @IsOptional()
   @IsIn([true], { message: '$property must be true when given' })
   all?: true;
+}
+
+/** Most tool rounds a session may allow. */
+export const MAX_TOOL_ITERATIONS = 1000;
+/** Largest history count limit of a session. */
+export const MAX_HISTORY_LIMIT = 100_000;
+
+/** Body of `PUT /agent/sessions/:sessionId`: settings created or updated, the fields given. */
+export class SessionSettingsDto {
+  @ApiPropertyOptional({ type: ModelRefDto, description: 'The conversation model (S6)' })
+  @IsOptional()
+  @IsObject()
+  @ValidateNested()
+  @Type(() => ModelRefDto)
+  model?: ModelRefDto;
+
+  @ApiPropertyOptional({ description: 'Deep thinking (reasoning) for the model calls' })
+  @IsOptional()
+  @IsBoolean()
+  think?: boolean;
+
+  @ApiPropertyOptional({ minimum: 0, maximum: MAX_TOOL_ITERATIONS })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(MAX_TOOL_ITERATIONS)
+  maxToolIterations?: number;
+
+  @ApiPropertyOptional({ minimum: 0, maximum: MAX_HISTORY_LIMIT, description: '0: no limit' })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(MAX_HISTORY_LIMIT)
+  historyLimit?: number;
 }

@@ -4,11 +4,18 @@ import type {
   IncomingMessage,
   MessageAttachment,
   ModelRef,
+  SessionSettingsPatch,
   Settlement,
 } from '../../contracts';
 import { InputRefusedException } from '../http/api-error';
 import type { SettledResponse } from './agent-response.dto';
-import type { AbortAllDto, AbortDto, MessageDto, ModelRefDto } from './agent.dto';
+import type {
+  AbortAllDto,
+  AbortDto,
+  MessageDto,
+  ModelRefDto,
+  SessionSettingsDto,
+} from './agent.dto';
 
 /** Keeps only the defined values, so that no `undefined` key reaches the agent or the wire. */
 function defined<T extends object>(value: T): T {
@@ -76,6 +83,16 @@ export function mapAbortOptions(
     queued: dto?.queued,
     reason: dto?.reason,
     by: by ? { platform: by.platform, userId: by.userId } : undefined,
+  });
+}
+
+/** A settings body -> the patch `updateSession` takes (only the fields given). */
+export function mapSessionSettings(dto: SessionSettingsDto | undefined): SessionSettingsPatch {
+  return defined<SessionSettingsPatch>({
+    model: dto?.model ? mapModelRef(dto.model) : undefined,
+    think: dto?.think,
+    maxToolIterations: dto?.maxToolIterations,
+    historyLimit: dto?.historyLimit,
   });
 }
 

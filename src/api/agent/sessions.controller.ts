@@ -29,12 +29,13 @@ import {
   ErrorResponse,
   HistoryResponse,
   QueueResponse,
+  SessionResponse,
   StoppedAllResponse,
   StoppedResponse,
   UsageResponse,
 } from './agent-response.dto';
-import { AbortAllDto, AbortDto, ClearDto, ModelRefDto } from './agent.dto';
-import { mapAbortOptions, mapModelRef } from './agent.mapping';
+import { AbortAllDto, AbortDto, ClearDto, ModelRefDto, SessionSettingsDto } from './agent.dto';
+import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
 /** The `/agent/sessions` routes (README.md, "REST API"; rules: docs/behaviour.md S3, S4, S6-S8). */
@@ -91,6 +92,27 @@ export class SessionsController {
     @Body() body: ModelRefDto,
   ): Promise<void> {
     return this.api.assignModel(sessionId, mapModelRef(body));
+  }
+
+  @Get(':sessionId')
+  @ApiOperation({ summary: "A session's state, waiting count, settings and last turn" })
+  @ApiOkResponse({ type: SessionResponse })
+  @ApiNotFoundResponse({ type: ErrorResponse, description: 'Unknown session' })
+  session(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<SessionResponse> {
+    return this.api.session(sessionId);
+  }
+
+  @Put(':sessionId')
+  @ApiOperation({
+    summary: "Create or update a session's settings (a model may be set before the first message)",
+  })
+  @ApiOkResponse({ type: SessionResponse })
+  @ApiUnprocessableEntityResponse({ type: ErrorResponse, description: 'Model not served' })
+  updateSession(
+    @Param('sessionId', SessionIdPipe) sessionId: string,
+    @Body() body: SessionSettingsDto,
+  ): Promise<SessionResponse> {
+    return this.api.updateSession(sessionId, mapSessionSettings(body));
   }
 
   @Delete(':sessionId')

@@ -202,7 +202,11 @@ export async function recordLastTurn(
   end: TurnEnd,
   log: (line: string) => void,
 ): Promise<void> {
-  const lastTurn = { turnId: state.turn.id, ...turnRecord(state, end) };
+  const lastTurn = {
+    turnId: state.turn.id,
+    ...turnRecord(state, end),
+    endedAt: new Date().toISOString(),
+  };
   await deps.sessions
     .update(state.sessionId, { lastTurn })
     .catch((error: unknown) =>

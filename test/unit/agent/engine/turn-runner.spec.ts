@@ -43,6 +43,9 @@ const noticeOf = (turn: Turn, content: string) => ({
   platform: 'web',
 });
 
+/** An ISO-8601 time as `Date.toISOString` writes it. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
 describe('TurnRunner', () => {
   const spec = useEngineSpec();
   const logger = spec.logs;
@@ -341,7 +344,12 @@ describe('TurnRunner', () => {
 
       expect(mocks.sessions.update).toHaveBeenCalledTimes(1);
       expect(mocks.sessions.update).toHaveBeenCalledWith(SESSION_ID, {
-        lastTurn: { turnId: turn.id, outcome: 'replied', source: 'webhook' },
+        lastTurn: {
+          turnId: turn.id,
+          outcome: 'replied',
+          source: 'webhook',
+          endedAt: expect.stringMatching(ISO_TIME),
+        },
       });
     });
 
@@ -356,6 +364,7 @@ describe('TurnRunner', () => {
           turnId: turn.id,
           outcome: 'error',
           error: '[error] The turn failed: upstream answered 502.',
+          endedAt: expect.stringMatching(ISO_TIME),
         },
       });
     });

@@ -154,13 +154,8 @@ export class WaitQueryDto {
   wait?: boolean;
 }
 
-/** Body of `POST /agent/sessions/:sessionId/abort`. */
-export class AbortDto {
-  @ApiPropertyOptional({ description: 'Stop only if this turn is the running one' })
-  @IsOptional()
-  @IsIdentifier()
-  turnId?: string;
-
+/** Body of `POST /agent/sessions/abort` ("stop all"). */
+export class AbortAllDto {
   @ApiPropertyOptional({ description: 'Also drop the waiting inputs' })
   @IsOptional()
   @IsBoolean()
@@ -173,18 +168,12 @@ export class AbortDto {
   reason?: string;
 }
 
-/** Body of `POST /agent/sessions/abort` ("stop all"). */
-export class AbortAllDto {
-  @ApiPropertyOptional({ description: 'Also drop the waiting inputs of every session' })
+/** Body of `POST /agent/sessions/:sessionId/abort`: stop-all's fields and the turn to stop. */
+export class AbortDto extends AbortAllDto {
+  @ApiPropertyOptional({ description: 'Stop only if this turn is the running one' })
   @IsOptional()
-  @IsBoolean()
-  queued?: boolean;
-
-  @ApiPropertyOptional({ maxLength: MAX_REASON_LENGTH, description: 'Only logged' })
-  @IsOptional()
-  @IsString()
-  @MaxLength(MAX_REASON_LENGTH)
-  reason?: string;
+  @IsIdentifier()
+  turnId?: string;
 }
 
 /** Payload of the socket `abort` event. */

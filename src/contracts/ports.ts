@@ -73,6 +73,11 @@ export interface HistoryQuery {
    * among them come along but do not count. 0 or absent = all.
    */
   limit?: number;
+  /**
+   * Only messages stored before the message with this id (exclusive): the next older page. A
+   * message id the session does not have gives an empty history.
+   */
+  before?: string;
 }
 
 /** The session's history, as the agent reads it. */

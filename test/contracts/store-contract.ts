@@ -202,6 +202,32 @@ export function describeHistoryContract(
         expect(await history.history(sid, { limit: 10 })).toHaveLength(3);
       });
 
+      it('before pages back: only messages stored before that id, the limit counted among them; an id the session does not have gives none', async () => {
+        const stored = await archive.append([
+          msg('user', 'u1'),
+          msg('assistant', 'a1'),
+          marker('t1'),
+          msg('user', 'u2'),
+          msg('assistant', 'a2'),
+        ]);
+        const u2 = stored[3].id;
+
+        expect(shape(await history.history(sid, { before: u2 }))).toEqual([
+          'user:u1',
+          'assistant:a1',
+          'system:',
+        ]);
+        expect(shape(await history.history(sid, { before: u2, limit: 1 }))).toEqual([
+          'assistant:a1',
+          'system:',
+        ]);
+        expect(shape(await history.history(sid, { before: stored[0].id }))).toEqual([]);
+        expect(await history.history(sid, { before: `missing-${randomUUID()}` })).toEqual([]);
+        const other = `other-${randomUUID()}`;
+        const [foreign] = await archive.append([{ ...msg('user', 'x'), sessionId: other }]);
+        expect(await history.history(sid, { before: foreign.id })).toEqual([]);
+      });
+
       it('an unknown session has an empty history and count 0', async () => {
         expect(await history.history(`missing-${randomUUID()}`)).toEqual([]);
         expect(await history.count(`missing-${randomUUID()}`)).toBe(0);

@@ -346,6 +346,53 @@ describe('REST API (README: REST API)', () => {
     });
   });
 
+  describe('GET /agent/sessions/:sessionId/history (paged)', () => {
+    it('pages back by before: the newest page first, in order within each page, until no nextBefore', async () => {
+      for (let i = 1; i <= 5; i++) {
+        a.server.enqueue({ text: `answer ${i}` });
+        await postAndWait({ sessionId: 'paged', content: `question ${i}` });
+      }
+      const all = (await a.http().get('/agent/sessions/paged/history').set(a.auth)).body;
+      expect(all.messages).toHaveLength(10);
+      expect(all).not.toHaveProperty('nextBefore');
+
+      const pages: { messages: { id: string; content: string }[]; nextBefore?: string }[] = [];
+      let before: string | undefined;
+      do {
+        const res = await a
+          .http()
+          .get('/agent/sessions/paged/history')
+          .query({ limit: 4, ...(before ? { before } : {}) })
+          .set(a.auth);
+        expect(res.status).toBe(200);
+        pages.push(res.body);
+        before = res.body.nextBefore;
+      } while (before && pages.length < 10);
+
+      expect(pages.map((p) => p.messages.map((m) => m.content))).toEqual([
+        ['question 4', 'answer 4', 'question 5', 'answer 5'],
+        ['question 2', 'answer 2', 'question 3', 'answer 3'],
+        ['question 1', 'answer 1'],
+      ]);
+      expect(pages.map((p) => p.nextBefore)).toEqual([
+        pages[0].messages[0].id,
+        pages[1].messages[0].id,
+        undefined,
+      ]);
+      expect(pages.reverse().flatMap((p) => p.messages)).toEqual(all.messages);
+    });
+
+    it('a before the session does not have gives an empty page', async () => {
+      const res = await a
+        .http()
+        .get('/agent/sessions/paged/history')
+        .query({ before: 'no-such-message' })
+        .set(a.auth);
+
+      expect([res.status, res.body]).toEqual([200, { messages: [] }]);
+    });
+  });
+
   describe('POST /agent/sessions/clear', () => {
     it('S4: clears the named sessions once clear has finished: { cleared: [ids] }', async () => {
       await postAndWait({ sessionId: 'clear-1', content: 'hi' });
@@ -748,6 +795,35 @@ describe('REST API (README: REST API)', () => {
         'by',
       ],
       ['abort: :sessionId blank', 'post', '/agent/sessions/%20/abort', {}, 'sessionId'],
+      ['session: model not an object', 'put', '/agent/sessions/v', { model: 'gpt' }, 'model'],
+      ['session: model.model missing', 'put', '/agent/sessions/v', { model: {} }, 'model.model'],
+      ['session: think not a boolean', 'put', '/agent/sessions/v', { think: 'yes' }, 'think'],
+      [
+        'session: maxToolIterations not an integer',
+        'put',
+        '/agent/sessions/v',
+        { maxToolIterations: 1.5 },
+        'maxToolIterations',
+      ],
+      [
+        'session: historyLimit negative',
+        'put',
+        '/agent/sessions/v',
+        { historyLimit: -1 },
+        'historyLimit',
+      ],
+      ['session: unknown field', 'put', '/agent/sessions/v', { kind: 'room' }, 'kind'],
+      ['history: limit 0', 'get', '/agent/sessions/v/history?limit=0', {}, 'limit'],
+      ['history: limit over 1000', 'get', '/agent/sessions/v/history?limit=1001', {}, 'limit'],
+      ['history: limit not a number', 'get', '/agent/sessions/v/history?limit=ten', {}, 'limit'],
+      ['history: before blank', 'get', '/agent/sessions/v/history?before=%20', {}, 'before'],
+      [
+        'history: unknown query parameter',
+        'get',
+        '/agent/sessions/v/history?offset=3',
+        {},
+        'offset',
+      ],
       [
         'stop all: turnId cannot be given',
         'post',

@@ -104,8 +104,17 @@ export class SessionResponse implements SessionView {
 
 /** `200` of `GET .../history`. */
 export class HistoryResponse {
-  @ApiProperty({ type: 'array', items: { type: 'object' }, description: 'Persisted messages' })
+  @ApiProperty({
+    type: 'array',
+    items: { type: 'object' },
+    description: 'Persisted messages of the page, oldest first',
+  })
   messages!: Message[];
+
+  @ApiPropertyOptional({
+    description: 'The oldest message of the page, when older ones exist: `before` of the next page',
+  })
+  nextBefore?: string;
 }
 
 /** `200` of `GET .../usage`: a `token:request` snapshot (no `turnId`). */

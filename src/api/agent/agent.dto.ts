@@ -154,6 +154,34 @@ export class WaitQueryDto {
   wait?: boolean;
 }
 
+/** Default and largest page of `GET .../history`. */
+export const HISTORY_PAGE = { default: 100, max: 1000 } as const;
+
+/** A whole number from a query string (`'20'` -> 20); anything else is left for validation. */
+const toInteger = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+
+/** Query of `GET /agent/sessions/:sessionId/history`. */
+export class HistoryQueryDto {
+  @ApiPropertyOptional({
+    minimum: 1,
+    maximum: HISTORY_PAGE.max,
+    default: HISTORY_PAGE.default,
+    description: 'Conversation messages per page, newest first (markers among them come along)',
+  })
+  @IsOptional()
+  @Transform(toInteger)
+  @IsInt()
+  @Min(1)
+  @Max(HISTORY_PAGE.max)
+  limit?: number;
+
+  @ApiPropertyOptional({ description: 'A message id: the page before it (`nextBefore`)' })
+  @IsOptional()
+  @IsIdentifier()
+  before?: string;
+}
+
 /** Body of `POST /agent/sessions/abort` ("stop all"). */
 export class AbortAllDto {
   @ApiPropertyOptional({ description: 'Also drop the waiting inputs' })

@@ -8,6 +8,7 @@ import {
   Param,
   Post,
   Put,
+  Query,
 } from '@nestjs/common';
 import {
   ApiBearerAuth,
@@ -34,7 +35,15 @@ import {
   StoppedResponse,
   UsageResponse,
 } from './agent-response.dto';
-import { AbortAllDto, AbortDto, ClearDto, ModelRefDto, SessionSettingsDto } from './agent.dto';
+import {
+  AbortAllDto,
+  AbortDto,
+  ClearDto,
+  HISTORY_PAGE,
+  HistoryQueryDto,
+  ModelRefDto,
+  SessionSettingsDto,
+} from './agent.dto';
 import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
@@ -138,9 +147,18 @@ export class SessionsController {
   }
 
   @Get(':sessionId/history')
-  @ApiOperation({ summary: "The session's persisted messages with their metadata" })
+  @ApiOperation({
+    summary:
+      "The session's persisted messages with their metadata, a page at a time (newest first)",
+  })
   @ApiOkResponse({ type: HistoryResponse })
-  history(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<HistoryResponse> {
-    return this.api.historyOf(sessionId);
+  history(
+    @Param('sessionId', SessionIdPipe) sessionId: string,
+    @Query() query: HistoryQueryDto,
+  ): Promise<HistoryResponse> {
+    return this.api.historyOf(sessionId, {
+      limit: query.limit ?? HISTORY_PAGE.default,
+      ...(query.before ? { before: query.before } : {}),
+    });
   }
 }

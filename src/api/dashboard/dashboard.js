@@ -592,7 +592,7 @@
   async function loadHistory(session) {
     let messages;
     try {
-      const answer = await api('GET', sessionPath(session.id) + '/history');
+      const answer = await api('GET', sessionPath(session.id) + '/history?limit=' + HISTORY_WINDOW);
       messages = (answer && answer.messages) || [];
     } catch {
       return;

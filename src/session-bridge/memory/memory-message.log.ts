@@ -61,7 +61,12 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
 
   /** The stored records themselves: deeply frozen, so a reader cannot change them. */
   async readonlyHistory(sessionId: string, query: HistoryQuery = {}): Promise<readonly Message[]> {
-    const log = this.sessions.get(normaliseText(sessionId)) ?? [];
+    let log = this.sessions.get(normaliseText(sessionId)) ?? [];
+    if (query.before !== undefined) {
+      const before = normaliseText(query.before);
+      const at = log.findIndex((m) => m.id === before);
+      log = at < 0 ? [] : log.slice(0, at);
+    }
     return sliceByConversationLimit(log, query.limit ?? 0);
   }
 

@@ -67,11 +67,20 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     sessionId = normaliseText(sessionId);
     return guarded('history', 'read history', async () => {
       const limit = query.limit ?? 0;
+      const before = query.before === undefined ? undefined : normaliseText(query.before);
+      // The seq of the `before` message of this session (none: nothing is before it).
+      const beforeSeq = (eb: ExpressionBuilder<Database, 'messages'>) =>
+        eb
+          .selectFrom('messages as b')
+          .select('b.seq')
+          .where('b.session_id', '=', sessionId)
+          .where('b.id', '=', before!);
       let select = this.db
         .selectFrom('messages')
         .selectAll()
         .where('session_id', '=', sessionId)
         .orderBy('seq');
+      if (before !== undefined) select = select.where((eb) => eb('seq', '<', beforeSeq(eb)));
       if (Number.isInteger(limit) && limit > 0) {
         // The seq of the limit-th newest conversation message, found by one walk backwards over
         // the (session_id, seq) index; control kinds after it come along. Fewer conversation
@@ -86,6 +95,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
                 .select('seq')
                 .where('session_id', '=', sessionId)
                 .where(isConversation)
+                .$if(before !== undefined, (q) => q.where((e) => e('seq', '<', beforeSeq(e))))
                 .orderBy('seq', 'desc')
                 .limit(1)
                 .offset(limit - 1),

@@ -544,6 +544,14 @@ describe('REST API (README: REST API)', () => {
       const ui = await a.http().get('/docs');
 
       expect(json.status).toBe(200);
+      // The admin token is opaque: no bearerFormat claiming a JWT.
+      expect(json.body.components.securitySchemes).toEqual({
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'AGENT_ADMIN_TOKEN (an opaque token, not a JWT)',
+        },
+      });
       const routes = Object.entries(json.body.paths as Record<string, object>).flatMap(
         ([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`),
       );

@@ -9,7 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { FakeOpenAiServer } from '../support/fake-openai-server';
 
 /**
@@ -259,6 +259,25 @@ describe('the packed library in a host application (examples/host-app)', () => {
       'README.md',
       'package.json',
     ]);
+  });
+
+  it('every packed .js that names a source map ships it, with the sources inside it', () => {
+    const scripts = packed.filter((f) => f.endsWith('.js'));
+    expect(scripts.length).toBeGreaterThan(20);
+    const stage = join(work, 'stage');
+    for (const script of scripts) {
+      const text = readFileSync(join(stage, script), 'utf8');
+      const named = /\/\/# sourceMappingURL=(\S+)\s*$/.exec(text)?.[1];
+      if (!named) continue;
+      const map = join(dirname(script), named);
+      expect(packed).toContain(map);
+      const parsed = JSON.parse(readFileSync(join(stage, map), 'utf8')) as {
+        sources: string[];
+        sourcesContent?: (string | null)[];
+      };
+      expect(parsed.sourcesContent?.length).toBe(parsed.sources.length);
+      expect(parsed.sourcesContent?.every((c) => typeof c === 'string' && c.length > 0)).toBe(true);
+    }
   });
 
   it('NestJS 11: installs, builds and answers a turn; optional peers fail with one line', async () => {

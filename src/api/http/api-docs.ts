@@ -28,12 +28,19 @@ export const ApiErrorResponses = () =>
 
 /** The OpenAPI document's header; routes and schemas come from the controllers and DTOs. */
 export function openApiConfig(): Omit<OpenAPIObject, 'paths'> {
-  return new DocumentBuilder()
-    .setTitle('Agent orchestrator')
-    .setDescription(
-      'Admin REST API of the agent (README.md, "REST API"). Live events: Socket.IO namespace /agent.',
-    )
-    .setVersion('1')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'AGENT_ADMIN_TOKEN' })
-    .build();
+  return (
+    new DocumentBuilder()
+      .setTitle('Agent orchestrator')
+      .setDescription(
+        'Admin REST API of the agent (README.md, "REST API"). Live events: Socket.IO namespace /agent.',
+      )
+      .setVersion('1')
+      // Not `addBearerAuth`: it says `bearerFormat: 'JWT'`, and the admin token is opaque.
+      .addSecurity('bearer', {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'AGENT_ADMIN_TOKEN (an opaque token, not a JWT)',
+      })
+      .build()
+  );
 }

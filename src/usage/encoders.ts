@@ -1,5 +1,4 @@
-import * as cl100k from 'gpt-tokenizer/cjs/encoding/cl100k_base';
-import * as o200k from 'gpt-tokenizer/cjs/encoding/o200k_base';
+import type * as o200k from 'gpt-tokenizer/cjs/encoding/o200k_base';
 import type { TokenEncoding } from './encoding';
 
 /** Counts the tokens of one text (at most `MAX_ENCODE_PIECE` characters at a time). */
@@ -11,20 +10,26 @@ export type TextCounter = (text: string) => number;
  */
 const ORDINARY = { disallowedSpecial: new Set<string>() };
 
+/** What the estimator uses of an encoding's module. */
+type Encoding = Pick<typeof o200k, 'countTokens'>;
+
 /**
- * The BPE of each encoding, from `gpt-tokenizer` (pure JavaScript, the same ranks as OpenAI's
+ * Loads the BPE of an encoding from `gpt-tokenizer` (pure JavaScript, the same ranks as OpenAI's
  * tiktoken, so the same counts; several times faster than tiktoken's WebAssembly on the short
- * texts a turn adds). Its modules are loaded once per process and shared with any other user of
- * them in the host.
+ * texts a turn adds). Its ranks take about 10 MB and 150 ms per encoding, so they are loaded when
+ * the first `TokenEstimator` is made, not when the package is imported; Node's module cache
+ * then shares them with every later estimator and any other user of the module in the host.
  */
-const APIS: Record<TokenEncoding, Pick<typeof o200k, 'countTokens'>> = {
-  o200k_base: o200k,
-  cl100k_base: cl100k,
+const LOADERS: Record<TokenEncoding, () => Encoding> = {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  o200k_base: () => require('gpt-tokenizer/cjs/encoding/o200k_base') as Encoding,
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  cl100k_base: () => require('gpt-tokenizer/cjs/encoding/cl100k_base') as Encoding,
 };
 
 /** The counter of `encoding`. */
 export function textCounter(encoding: TokenEncoding): TextCounter {
-  const api = APIS[encoding];
+  const api = LOADERS[encoding]();
   return (text) => api.countTokens(text, ORDINARY);
 }
 

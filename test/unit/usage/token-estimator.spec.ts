@@ -1,4 +1,6 @@
 import { Test } from '@nestjs/testing';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { BytePairEncodingCore } from 'gpt-tokenizer/cjs/BytePairEncodingCore';
 import type { ModelMessage, ToolDefinition } from '../../../src/contracts';
@@ -77,6 +79,23 @@ describe('TokenEstimator', () => {
     );
     await another.dispose();
     expect(loadsOf()).toEqual({ o200k_base: 1, cl100k_base: 1 });
+  });
+
+  it('importing the package loads no encoding: the first estimator of a process does', () => {
+    // A process of its own: this file's module registry has loaded them already.
+    const probe = [
+      'const loaded = () => Object.keys(require.cache).filter((p) => /gpt-tokenizer.cjs.encoding.(o200k|cl100k)_base[.]js$/.test(p)).length;',
+      "const lib = require('./src');",
+      'const atImport = loaded();',
+      'const estimator = new lib.TokenEstimator();',
+      'console.log(JSON.stringify({ atImport, atEstimator: loaded() }));',
+      'estimator.dispose();',
+    ].join('\n');
+    const out = execFileSync(process.execPath, ['-r', '@swc-node/register', '-e', probe], {
+      cwd: join(__dirname, '../../..'),
+      encoding: 'utf8',
+    });
+    expect(JSON.parse(out.trim().split('\n').pop()!)).toEqual({ atImport: 0, atEstimator: 2 });
   });
 
   it('encodingFor: o200k_base for gpt-4o / 4.1 / 5 / o-series, cl100k_base otherwise, never throws', () => {

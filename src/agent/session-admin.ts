@@ -5,7 +5,6 @@ import {
   WorkDispatcher,
   type AbortOptions,
   type ModelRef,
-  type SessionSettings,
   type SessionSettingsPatch,
   type SessionState,
   type SessionView,
@@ -30,12 +29,9 @@ export class SessionAdmin {
 
   /** See `AgentService.abortAll`. */
   async abortAll(options: Omit<AbortOptions, 'turnId'>): Promise<string[]> {
+    // Every session's own stop, whatever turn runs there: no turnId, even from a JS caller.
     const { queued, reason, by } = options;
-    const stop: AbortOptions = {
-      ...(queued ? { queued } : {}),
-      ...(reason ? { reason } : {}),
-      ...(by ? { by } : {}),
-    };
+    const stop: AbortOptions = { queued, reason, by };
     const sessions = this.dispatcher.view.activeSessions();
     const answers = await Promise.allSettled(sessions.map((id) => this.dispatcher.abort(id, stop)));
     const stopped: string[] = [];
@@ -103,7 +99,7 @@ export class SessionAdmin {
 }
 
 /** The administrable part of the settings, only the fields that are set. */
-function settingsOf(settings: SessionSettings | undefined): SessionSettingsPatch {
+function settingsOf(settings: SessionSettingsPatch | undefined): SessionSettingsPatch {
   if (!settings) return {};
   const { model, think, maxToolIterations, historyLimit } = settings;
   return {
@@ -137,5 +133,5 @@ function checkedPatch(patch: SessionSettingsPatch): SessionSettingsPatch {
       throw new TypeError(`${name} must be a whole number, 0 or more`);
     }
   }
-  return settingsOf({ sessionId: '', model, think, maxToolIterations, historyLimit });
+  return settingsOf({ model, think, maxToolIterations, historyLimit });
 }

@@ -6,8 +6,6 @@ let used = random.length;
 /** The 36 characters of the id being written. */
 const text = Buffer.alloc(36);
 const HEX = Buffer.from('0123456789abcdef', 'latin1');
-/** Where the dashes go, as byte positions of the 16 random bytes. */
-const DASH_BEFORE = [false, false, false, false, true, false, true, false, true, false, true];
 
 /**
  * A new random (version 4) UUID, lower-case, as one flat string. `randomUUID()` builds its text
@@ -25,11 +23,12 @@ export function newId(): string {
   }
   let at = 0;
   for (let i = 0; i < 16; i++) {
-    if (i < DASH_BEFORE.length && DASH_BEFORE[i]) text[at++] = 0x2d;
+    // 8-4-4-4-12: a dash before bytes 4, 6, 8 and 10.
+    if (i === 4 || i === 6 || i === 8 || i === 10) text[at++] = 0x2d;
     let byte = random[used + i];
-    if (i === 6)
-      byte = (byte & 0x0f) | 0x40; // version 4
-    else if (i === 8) byte = (byte & 0x3f) | 0x80; // variant 10xx (RFC 9562)
+    // Version 4 in byte 6, variant 10xx (RFC 9562) in byte 8.
+    if (i === 6) byte = (byte & 0x0f) | 0x40;
+    else if (i === 8) byte = (byte & 0x3f) | 0x80;
     text[at++] = HEX[byte >> 4];
     text[at++] = HEX[byte & 0x0f];
   }

@@ -113,6 +113,24 @@ export function isControlKind(kind: string | undefined): boolean {
   return kind !== undefined && CONTROL_KINDS.includes(kind);
 }
 
+/**
+ * The tail of `log` that holds the last `limit` conversation messages (control kinds among them
+ * come along without counting; those before the first of them do not). `limit` 0, or fewer
+ * conversation messages than `limit`: all of `log`. Always a new array. What
+ * `HistoryQuery.limit` means, for the stores and for a page of history. @internal
+ */
+export function conversationTail<T extends { kind?: string }>(
+  log: readonly T[],
+  limit: number,
+): T[] {
+  if (!limit) return [...log];
+  let seen = 0;
+  for (let i = log.length - 1; i >= 0; i--) {
+    if (!isControlKind(log[i].kind) && ++seen === limit) return log.slice(i);
+  }
+  return [...log];
+}
+
 /** A tool call as the model asked for it (OpenAI chat wire shape). */
 export interface ToolCall {
   /** The provider's id, used to pair the call with its result (`toolCallId`). */

@@ -14,22 +14,22 @@ const ORDINARY = { disallowedSpecial: new Set<string>() };
 type Encoding = Pick<typeof o200k, 'countTokens'>;
 
 /**
- * Loads the BPE of an encoding from `gpt-tokenizer` (pure JavaScript, the same ranks as OpenAI's
- * tiktoken, so the same counts; several times faster than tiktoken's WebAssembly on the short
- * texts a turn adds). Its ranks take about 10 MB and 150 ms per encoding, so they are loaded when
- * the first `TokenEstimator` is made, not when the package is imported; Node's module cache
- * then shares them with every later estimator and any other user of the module in the host.
+ * The BPE module of each encoding, from `gpt-tokenizer` (pure JavaScript, the same ranks as
+ * OpenAI's tiktoken, so the same counts; several times faster than tiktoken's WebAssembly on
+ * the short texts a turn adds). Its ranks take about 10 MB and 150 ms per encoding, so they are
+ * loaded when the first `TokenEstimator` is made, not when the package is imported; Node's
+ * module cache then shares them with every later estimator, the worker threads load the same
+ * files, and so may any other user of the module in the host.
  */
-const LOADERS: Record<TokenEncoding, () => Encoding> = {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  o200k_base: () => require('gpt-tokenizer/cjs/encoding/o200k_base') as Encoding,
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  cl100k_base: () => require('gpt-tokenizer/cjs/encoding/cl100k_base') as Encoding,
+const MODULES: Record<TokenEncoding, string> = {
+  o200k_base: 'gpt-tokenizer/cjs/encoding/o200k_base',
+  cl100k_base: 'gpt-tokenizer/cjs/encoding/cl100k_base',
 };
 
 /** The counter of `encoding`. */
 export function textCounter(encoding: TokenEncoding): TextCounter {
-  const api = LOADERS[encoding]();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const api = require(MODULES[encoding]) as Encoding;
   return (text) => api.countTokens(text, ORDINARY);
 }
 
@@ -39,7 +39,7 @@ export function textCounter(encoding: TokenEncoding): TextCounter {
  */
 export function encoderModulePaths(): Record<TokenEncoding, string> {
   return {
-    o200k_base: require.resolve('gpt-tokenizer/cjs/encoding/o200k_base'),
-    cl100k_base: require.resolve('gpt-tokenizer/cjs/encoding/cl100k_base'),
+    o200k_base: require.resolve(MODULES.o200k_base),
+    cl100k_base: require.resolve(MODULES.cl100k_base),
   };
 }

@@ -43,10 +43,10 @@ export interface TokenEstimatorOptions {
  * Counts tokens for usage accounting (U2, U4, U7) with OpenAI's BPE ranks (`o200k_base`,
  * `cl100k_base`) through `gpt-tokenizer`: the counts tiktoken gives, without its WebAssembly.
  *
- * Both encodings are loaded at start-up (once per process); `dispose()` (also run on
- * application shutdown) stops the worker threads. Counts are cached three ways: texts by content (so a store that
- * returns fresh objects costs no more than one that returns the same ones), messages and tool
- * definitions by object identity. Counted messages and tools must therefore be treated as
+ * Both encodings are loaded when the first estimator is made (once per process); `dispose()`
+ * (also run on application shutdown) stops the worker threads. Counts are cached three ways:
+ * texts by content (so a store that returns fresh objects costs no more than one that returns
+ * the same ones), messages and tool definitions by object identity. Counted messages and tools must therefore be treated as
  * immutable: whoever changes a message's content must make a new object and drop its
  * `metadata.tokenCount`. A count persisted in `metadata.tokenCount[encoding]` is trusted
  * without encoding.
@@ -62,7 +62,7 @@ export class TokenEstimator implements OnApplicationShutdown {
   private readonly pool: TokenWorkerPool;
   private closing: Promise<void> | undefined;
 
-  /** Takes both encodings now (start-up), not on first use. */
+  /** Takes both encodings now (start-up), not on first use */
   constructor(@Optional() @Inject(TOKEN_ESTIMATOR_OPTIONS) options?: TokenEstimatorOptions) {
     this.workerThreshold = options?.workerThreshold ?? DEFAULT_WORKER_THRESHOLD;
     this.pool = new TokenWorkerPool(Math.max(1, options?.workers ?? 2));

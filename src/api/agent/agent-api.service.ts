@@ -1,15 +1,14 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AgentService } from '../../agent';
 import {
+  conversationTail,
   HistoryStore,
-  isControlKind,
   ModelNotFoundError,
   SessionNotFoundError,
   StoreUnavailableError,
   type AbortOptions,
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
-  type Message,
   type ModelRef,
   type SessionSettingsPatch,
   type SessionView,
@@ -149,23 +148,8 @@ export class AgentApiService {
     // One conversation message more than the page: whether older ones exist, in the same read.
     const query = { limit: page.limit + 1, ...(page.before ? { before: page.before } : {}) };
     const read = await this.history.history(sessionId, query);
-    const start = startOfNewest(read, page.limit);
-    const messages = read.slice(start);
-    return start > 0 && messages.length ? { messages, nextBefore: messages[0].id } : { messages };
+    const messages = conversationTail(read, page.limit);
+    const older = messages.length < read.length;
+    return older && messages.length ? { messages, nextBefore: messages[0].id } : { messages };
   }
-}
-
-/**
- * Where the newest `limit` conversation messages of `messages` begin (control kinds before the
- * first of them stay out; the ones among them come along, as `HistoryQuery.limit` counts).
- */
-function startOfNewest(messages: readonly Message[], limit: number): number {
-  let seen = 0;
-  for (let i = messages.length - 1; i >= 0; i--) {
-    if (!isControlKind(messages[i].kind) && ++seen === limit) {
-      // Control kinds right before the cut belong to the older page.
-      return i;
-    }
-  }
-  return 0;
 }

@@ -1,5 +1,6 @@
 import { frozenMessage } from './frozen-copy';
 import {
+  conversationTail,
   isControlKind,
   newId,
   normaliseDeep,
@@ -67,7 +68,7 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
       const at = log.findIndex((m) => m.id === before);
       log = at < 0 ? [] : log.slice(0, at);
     }
-    return sliceByConversationLimit(log, query.limit ?? 0);
+    return conversationTail(log, query.limit ?? 0);
   }
 
   async count(sessionId: string): Promise<number> {
@@ -126,22 +127,6 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
 /** What a reader gets: its own top level and metadata over the frozen stored message. */
 function readCopy(message: Message): Message {
   return { ...message, metadata: { ...message.metadata } };
-}
-
-/**
- * The tail of `log` that holds the last `limit` conversation messages (control kinds among them
- * come along without counting). `limit` 0 = everything.
- */
-export function sliceByConversationLimit<T extends { kind?: string }>(
-  log: readonly T[],
-  limit: number,
-): T[] {
-  if (!limit) return [...log];
-  let seen = 0;
-  for (let i = log.length - 1; i >= 0; i--) {
-    if (!isControl(log[i].kind) && ++seen === limit) return log.slice(i);
-  }
-  return [...log];
 }
 
 /** The ISO text of the last whole second formatted, to which the milliseconds are added. */

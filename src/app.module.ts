@@ -1,9 +1,18 @@
 import { Global, Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
 import { EventEmitterModule } from '@nestjs/event-emitter';
+import { TerminusModule } from '@nestjs/terminus';
 import { AgentModule } from './agent';
-import { ApiModule } from './api';
+import { AgentApiModule, ApiExceptionFilter } from './api';
 import { APP_CONFIG, loadAppConfig, type AppConfig } from './app.config';
 import { agentOptionsFromConfig } from './app.agent-options';
+import {
+  HealthController,
+  HttpShutdown,
+  MetricsController,
+  SERVER_OPTIONS,
+  resolveServerOptions,
+} from './server';
 
 /** Holds the configuration read once from the environment. */
 @Global()
@@ -15,27 +24,41 @@ export class AppConfigModule {}
 
 /**
  * The server's composition root, configured from the environment (README.md, "Configuration
- * (server)"). Build the application with `bodyParser: false` and call `setupApi(app)` before
- * listening.
+ * (server)"): the agent (`AgentModule`) and its API (`AgentApiModule`, the same module a host
+ * embeds, at `/agent` with the dashboard at `/`), plus what only the server has: `/health`,
+ * `/metrics`, the OpenAPI document, HTTP limits, graceful shutdown and one error shape for
+ * every route. Build the application with `bodyParser: false` and call `setupServer(app)`
+ * before listening.
  */
 @Module({
   imports: [
     AppConfigModule,
     EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
+    TerminusModule.forRoot({ logger: false }),
     AgentModule.forRootAsync({
-      isGlobal: true,
       imports: [AppConfigModule],
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => agentOptionsFromConfig(config),
     }),
-    ApiModule.forRootAsync({
+    AgentApiModule.forRootAsync({
+      dashboard: { path: '' },
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({
         adminToken: config.adminToken,
-        http: config.http,
         rateLimits: config.rateLimits,
       }),
     }),
+  ],
+  controllers: [HealthController, MetricsController],
+  providers: [
+    {
+      provide: SERVER_OPTIONS,
+      useFactory: (config: AppConfig) => resolveServerOptions({ http: config.http }),
+      inject: [APP_CONFIG],
+    },
+    HttpShutdown,
+    // The server's own choice, not the module's: unknown routes answer in the same shape.
+    { provide: APP_FILTER, useClass: ApiExceptionFilter },
   ],
 })
 export class AppModule {}

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { ConsoleLogger, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { setupApi } from './api';
+import { setupServer } from './server';
 import { AppModule } from './app.module';
 import { APP_CONFIG, ConfigError, loadAppConfig, type AppConfig } from './app.config';
 
@@ -37,7 +37,7 @@ async function bootstrap(): Promise<void> {
     abortOnError: false,
     logger: new ServerLogger(),
   });
-  setupApi(app);
+  setupServer(app);
   app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
   const config = app.get<AppConfig>(APP_CONFIG);
   await app.listen(config.port, config.host);

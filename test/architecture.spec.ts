@@ -24,6 +24,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   distribution: ['contracts'],
   // Health needs the model registry.
   api: ['contracts', 'agent', 'llm'],
+  server: ['contracts', 'api'],
 };
 
 /** Top-level files of the server's composition root: may import every door; only each other. */

@@ -161,17 +161,52 @@ const PUBLIC_NAMES = [
   'toolError',
 ];
 
+/** The names of `nest-agent-orchestrator/api` (`dist/api/public-api.d.ts`), pinned likewise. */
+const API_NAMES = [
+  'AcceptedResponse',
+  'AgentApiModule',
+  'AgentApiModuleExtras',
+  'AgentApiModuleOptions',
+  'AgentHealthIndicator',
+  'AgentIoAdapter',
+  'AgentMetrics',
+  'AgentModuleMissingError',
+  'ApiOptionsError',
+  'AuthenticatedRequest',
+  'ClearedResponse',
+  'ClientToServerEvents',
+  'DashboardMount',
+  'ErrorBody',
+  'ErrorResponse',
+  'FieldErrors',
+  'HistoryResponse',
+  'QueueResponse',
+  'RateLimit',
+  'ServerEventName',
+  'ServerEventPayload',
+  'ServerToClientEvents',
+  'SessionResponse',
+  'SessionSettingsResponse',
+  'SettledResponse',
+  'SocketAbortPayload',
+  'SocketToolEvent',
+  'SocketTurnEvent',
+  'StoppedAllResponse',
+  'StoppedResponse',
+  'SubscribePayload',
+  'UsageResponse',
+];
+
 const ROOT = resolve(__dirname, '..');
 
-/** Emits the declarations as the build does, into a temporary folder; returns index.d.ts. */
-function buildDeclarations(outDir: string): string {
+/** Emits the declarations as the build does, into `outDir`. */
+function buildDeclarations(outDir: string): void {
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   execFileSync(
     process.execPath,
     [tsc, '-p', 'tsconfig.build.json', '--emitDeclarationOnly', '--outDir', outDir],
     { cwd: ROOT, stdio: 'pipe' },
   );
-  return join(outDir, 'index.d.ts');
 }
 
 /** The names a declaration file exports, sorted. */
@@ -185,19 +220,24 @@ function exportedNames(file: string): string[] {
     .sort();
 }
 
-describe('public surface (dist/index.d.ts)', () => {
+describe('public surface (dist/index.d.ts, dist/api/public-api.d.ts)', () => {
   let outDir: string;
   let names: string[];
 
   beforeAll(() => {
     outDir = mkdtempSync(join(tmpdir(), 'agent-surface-'));
-    names = exportedNames(buildDeclarations(outDir));
+    buildDeclarations(outDir);
+    names = exportedNames(join(outDir, 'index.d.ts'));
   }, 60_000);
 
   afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
   it('exports exactly the pinned names (a change here is an API change)', () => {
     expect(names).toEqual([...PUBLIC_NAMES].sort());
+  });
+
+  it('nest-agent-orchestrator/api exports exactly its pinned names', () => {
+    expect(exportedNames(join(outDir, 'api', 'public-api.d.ts'))).toEqual([...API_NAMES].sort());
   });
 
   it('exports none of the engine internals', () => {

@@ -1,5 +1,12 @@
-import { Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
+import {
+  Inject,
+  Module,
+  type DynamicModule,
+  type MiddlewareConsumer,
+  type NestModule,
+  type Provider,
+} from '@nestjs/common';
+import { RouterModule, type Routes } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
 import {
   ThrottlerStorageService,
@@ -10,33 +17,38 @@ import {
 import { AgentApiService } from './agent/agent-api.service';
 import { MessagesController } from './agent/messages.controller';
 import { SessionsController } from './agent/sessions.controller';
+import { AgentBackend } from './agent-backend';
 import {
+  API_ASYNC_OPTIONS_TYPE,
   API_MODULE_OPTIONS,
   API_OPTIONS,
+  API_OPTIONS_TYPE,
+  API_SHAPE,
   ApiConfigurableModule,
   THROTTLERS,
   resolveApiOptions,
+  resolveApiShape,
+  type AgentApiModuleExtras,
+  type AgentApiModuleOptions,
   type ResolvedApiOptions,
+  type ResolvedApiShape,
 } from './api.module-definition';
 import { AdminAuthGuard } from './auth/admin-auth.guard';
 import { AdminTokenVerifier } from './auth/admin-token';
+import { API_AUTH_GUARD } from './auth/agent-api.guard';
 import { DashboardController } from './dashboard/dashboard.controller';
-import { HealthController } from './health/health.controller';
-import { ApiExceptionFilter } from './http/api-exception.filter';
-import { ApiThrottlerGuard } from './http/api-throttler.guard';
-import { HttpShutdown } from './http/http-shutdown';
+import { AgentHealthIndicator } from './health/agent-health.indicator';
+import { jsonBodies } from './http/json-bodies';
 import { RateLimiter } from './http/rate-limiter';
-import { createValidationPipe } from './http/validation';
 import { AgentMetrics } from './metrics/agent-metrics.service';
-import { MetricsController } from './metrics/metrics.controller';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
-import { AgentGateway } from './socket/agent.gateway';
+import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
 import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
 
 /**
- * Two throttlers: `public` for /health, /metrics, /docs; `admin` (generous) for /agent with the
- * right token. Wrong tokens and the Socket.IO doors are counted by `RateLimiter`.
+ * Two throttlers: `admin` for the module's routes and sockets, `public` for what a server adds
+ * (`/metrics`, `/docs`). Wrong tokens and the Socket.IO doors are counted by `RateLimiter`.
  */
 function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
   const { rateLimits } = options;
@@ -48,44 +60,98 @@ function throttlerOptions(options: ResolvedApiOptions): ThrottlerModuleOptions {
   };
 }
 
+/** The dashboard's own module, so that it can have a route of its own. */
+@Module({})
+export class AgentDashboardModule {}
+
+/** The module's definition for its shape: routes, gateway, dashboard. */
+function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): DynamicModule {
+  const shape = resolveApiShape(extras);
+  const gateway = agentGatewayFor(shape.namespace);
+  const shapeProvider: Provider = { provide: API_SHAPE, useValue: shape };
+  const routes: Routes = [{ path: shape.path, module: AgentApiModule }];
+  const imports = [...(definition.imports ?? []), TerminusModule.forRoot({ logger: false })];
+  if (shape.dashboard !== false) {
+    routes.push({ path: shape.dashboard, module: AgentDashboardModule });
+    imports.push({
+      module: AgentDashboardModule,
+      controllers: [DashboardController],
+      providers: [shapeProvider],
+    });
+  }
+  imports.push(RouterModule.register(routes));
+  const providers: Provider[] = [
+    ...(definition.providers ?? []),
+    shapeProvider,
+    {
+      provide: API_OPTIONS,
+      useFactory: (options: AgentApiModuleOptions, { authGuard }: ResolvedApiShape) =>
+        resolveApiOptions(options, authGuard !== undefined),
+      inject: [API_MODULE_OPTIONS, API_SHAPE],
+    },
+    { provide: API_AUTH_GUARD, useClass: shape.authGuard ?? AdminAuthGuard },
+    gateway,
+    { provide: AgentGateway, useExisting: gateway },
+  ];
+  return { ...definition, imports, providers };
+}
+
 /**
- * The server's outside (README.md, "REST API" and "Socket.IO (namespace `/agent`)"): REST
- * controllers over `AgentService`, the Socket.IO gateway on `/agent`, the admin-token guard (secure
- * by default: every route but the `@Public()` ones needs the token), rate limits, validation, one
- * error shape, `/health`, `/metrics`. Needs `AgentModule` (global) and `EventEmitterModule` in the
- * application, and `setupApi(app)` before listening (body limit, OpenAPI, Socket.IO adapter).
+ * The agent's outside as a module a host imports (`nest-agent-orchestrator/api`; README.md,
+ * "Embedding the API"): the REST controllers under `path` (`<path>/messages`,
+ * `<path>/sessions/...`), the Socket.IO gateway on `namespace`, the dashboard, the metrics
+ * (`AgentMetrics`, on the host's `metricsRegistry` if given) and `AgentHealthIndicator`.
+ * Its guard (the admin token, or the host's `authGuard`), rate limits, validation pipe, error
+ * filter and JSON body parser apply to its own routes only; it registers nothing app-wide.
+ * It finds `AgentModule` wherever the host imported it (global or not) and needs
+ * `EventEmitterModule.forRoot()` in the application, as `AgentModule` does.
  *
- * `ApiModule.forRoot({ adminToken })` or `ApiModule.forRootAsync({ inject, useFactory })`.
+ * `AgentApiModule.forRoot({ adminToken })` or `AgentApiModule.forRootAsync({ inject,
+ * useFactory })`, with `path`, `namespace`, `dashboard` and `authGuard` beside them.
  */
 @Module({
-  imports: [TerminusModule.forRoot({ logger: false })],
-  controllers: [
-    MessagesController,
-    SessionsController,
-    HealthController,
-    MetricsController,
-    DashboardController,
-  ],
   providers: [
-    { provide: API_OPTIONS, useFactory: resolveApiOptions, inject: [API_MODULE_OPTIONS] },
     { provide: getOptionsToken(), useFactory: throttlerOptions, inject: [API_OPTIONS] },
     { provide: getStorageToken(), useFactory: () => new ThrottlerStorageService() },
-    // Guards run in this order: the token first, so that wrong tokens count against the `auth`
-    // limit only and never use up the `admin` limit of the operator's address.
-    { provide: APP_GUARD, useClass: AdminAuthGuard },
-    { provide: APP_GUARD, useClass: ApiThrottlerGuard },
-    { provide: APP_PIPE, useFactory: createValidationPipe },
-    { provide: APP_FILTER, useClass: ApiExceptionFilter },
     AdminTokenVerifier,
     RateLimiter,
+    AgentBackend,
     AgentApiService,
     AgentMetrics,
+    AgentHealthIndicator,
     SocketDoors,
-    AgentGateway,
     QueueCoalescer,
     AgentEventsBridge,
-    HttpShutdown,
   ],
-  exports: [API_OPTIONS, AgentMetrics, AgentApiService],
+  controllers: [MessagesController, SessionsController],
+  exports: [
+    API_OPTIONS,
+    API_SHAPE,
+    AgentMetrics,
+    AgentApiService,
+    AgentHealthIndicator,
+    AgentBackend,
+    RateLimiter,
+    getOptionsToken(),
+    getStorageToken(),
+  ],
 })
-export class ApiModule extends ApiConfigurableModule {}
+export class AgentApiModule extends ApiConfigurableModule implements NestModule {
+  constructor(@Inject(API_OPTIONS) private readonly options: ResolvedApiOptions) {
+    super();
+  }
+
+  static override forRoot(options: typeof API_OPTIONS_TYPE): DynamicModule {
+    return shaped(super.forRoot(options), options);
+  }
+
+  static override forRootAsync(options: typeof API_ASYNC_OPTIONS_TYPE): DynamicModule {
+    return shaped(super.forRootAsync(options), options);
+  }
+
+  configure(consumer: MiddlewareConsumer): void {
+    consumer
+      .apply(...jsonBodies(this.options.bodyLimit))
+      .forRoutes(MessagesController, SessionsController);
+  }
+}

@@ -91,8 +91,13 @@ function run(
 }
 
 /** Runs a command and throws with its output when it fails. */
-async function must(command: string, args: string[], cwd: string): Promise<Run> {
-  const result = await run(command, args, cwd);
+async function must(
+  command: string,
+  args: string[],
+  cwd: string,
+  extraEnv?: Record<string, string>,
+): Promise<Run> {
+  const result = await run(command, args, cwd, childEnv(extraEnv));
   if (result.code !== 0) {
     throw new Error(
       `${command} ${args.join(' ')} (in ${cwd}) exited ${result.code}\n${result.stdout}\n${result.stderr}`,
@@ -138,6 +143,10 @@ describe('the packed library in a host application (examples/host-app)', () => {
       [tsc, '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')],
       ROOT,
     );
+    // The rest of `npm run build`: the dashboard's files beside its module.
+    await must('npm', ['run', '--silent', 'build:assets'], ROOT, {
+      ASSETS_OUT: join(stage, 'dist'),
+    });
     cpSync(join(ROOT, 'package.json'), join(stage, 'package.json'));
     const extras = PACKAGE.files.filter((f) => !f.startsWith('!') && !f.startsWith('dist'));
     for (const file of ['README.md', ...extras]) {
@@ -247,13 +256,23 @@ describe('the packed library in a host application (examples/host-app)', () => {
     }
   }
 
-  it('the tarball holds the compiled library and declarations, no tests, no server', () => {
+  it('the tarball holds the compiled library, the API entry with the dashboard, no tests, no server', () => {
     expect(packed).toEqual(
       expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts']),
     );
+    expect(packed).toEqual(
+      expect.arrayContaining([
+        'dist/api/public-api.js',
+        'dist/api/public-api.d.ts',
+        'dist/api/dashboard/index.html',
+        'dist/api/dashboard/dashboard.js',
+        'dist/api/dashboard/dashboard.css',
+        'dist/api/dashboard/favicon.svg',
+      ]),
+    );
     const tests = /\.spec\.|\/testing\/|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/;
     expect(packed.filter((f) => tests.test(f))).toEqual([]);
-    expect(packed.filter((f) => /^dist\/(main|app)\.|^dist\/api\//.test(f))).toEqual([]);
+    expect(packed.filter((f) => /^dist\/(main|app)\.|^dist\/server\//.test(f))).toEqual([]);
     expect(packed.filter((f) => !f.startsWith('dist/')).sort()).toEqual([
       'CHANGELOG.md',
       'README.md',

@@ -8,12 +8,18 @@ import { io, type Socket as ClientSocket } from 'socket.io-client';
 import request from 'supertest';
 import {
   API_MODULE_OPTIONS,
-  setupApi,
-  type ApiModuleOptions,
+  type AgentApiModuleOptions,
   type ClientToServerEvents,
   type ServerToClientEvents,
 } from '../../src/api';
+import { loadAppConfig } from '../../src/app.config';
 import { AppModule } from '../../src/app.module';
+import {
+  resolveServerOptions,
+  SERVER_OPTIONS,
+  setupServer,
+  type ServerOptions,
+} from '../../src/server';
 import type { AgentEventMap } from '../../src/contracts';
 import { FakeOpenAiServer } from './fake-openai-server';
 
@@ -32,8 +38,11 @@ let instance = 0;
 export interface ApiAppOptions {
   /** A running fake model server; one is started (and closed) when omitted. */
   server?: FakeOpenAiServer;
-  /** `ApiModule` options other than the token; rate limits default to effectively none. */
-  api?: Omit<ApiModuleOptions, 'adminToken'>;
+  /**
+   * `AgentApiModule` options other than the token (rate limits default to effectively none),
+   * and the server's own (`http`, `shutdownGraceMs`).
+   */
+  api?: Omit<AgentApiModuleOptions, 'adminToken'> & ServerOptions;
   /** Extra environment for `AppModule` (read once while compiling). */
   env?: Record<string, string | undefined>;
   /** Changes the testing module before it compiles (e.g. `overrideProvider` of a store). */
@@ -41,7 +50,7 @@ export interface ApiAppOptions {
 }
 
 /**
- * The whole server (`AppModule` as `main.ts` builds it: `bodyParser: false` + `setupApi`) in
+ * The whole server (`AppModule` as `main.ts` builds it: `bodyParser: false` + `setupServer`) in
  * a TestingModule, listening on port 0 of 127.0.0.1, its model being a real local
  * OpenAI-compatible server.
  */
@@ -88,16 +97,21 @@ export class ApiApp {
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
     assignEnv(env);
     try {
-      const builder = Test.createTestingModule({ imports: [AppModule] })
+      const { http, shutdownGraceMs, ...api } = options.api ?? {};
+      let builder = Test.createTestingModule({ imports: [AppModule] })
         .overrideProvider(API_MODULE_OPTIONS)
         .useValue({
           adminToken: TEST_TOKEN,
           rateLimits: { public: UNLIMITED, admin: UNLIMITED, auth: UNLIMITED },
-          ...options.api,
-        } satisfies ApiModuleOptions);
+          ...api,
+        } satisfies AgentApiModuleOptions);
+      if (http || shutdownGraceMs !== undefined) {
+        const server = { http: { ...loadAppConfig().http, ...http }, shutdownGraceMs };
+        builder = builder.overrideProvider(SERVER_OPTIONS).useValue(resolveServerOptions(server));
+      }
       const moduleRef = await (options.override?.(builder) ?? builder).compile();
       const app = moduleRef.createNestApplication({ bodyParser: false, logger: false });
-      setupApi(app);
+      setupServer(app);
       await app.listen(0, '127.0.0.1');
       const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       return new ApiApp(app, url, server, !options.server, dbFile);

@@ -1,8 +1,7 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
-import { AgentService } from '../../agent';
+import { Injectable, Logger } from '@nestjs/common';
+import type { AgentService } from '../../agent';
 import {
   conversationTail,
-  HistoryStore,
   ModelNotFoundError,
   SessionNotFoundError,
   StoreUnavailableError,
@@ -14,6 +13,7 @@ import {
   type SessionView,
   type TokenUsageEvent,
 } from '../../contracts';
+import { AgentBackend } from '../agent-backend';
 import { ModelRefusedException } from '../http/api-error';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import type {
@@ -33,10 +33,15 @@ import { mapSettlement, refusalOf } from './agent.mapping';
 export class AgentApiService {
   private readonly logger = new Logger('AgentApi');
 
-  constructor(
-    private readonly agent: AgentService,
-    @Inject(HistoryStore) private readonly history: HistoryStorePort,
-  ) {}
+  constructor(private readonly backend: AgentBackend) {}
+
+  private get agent(): AgentService {
+    return this.backend.service;
+  }
+
+  private get history(): HistoryStorePort {
+    return this.backend.history;
+  }
 
   /**
    * Hands an input to the agent. Without `wait` it answers at once and the settlement runs on

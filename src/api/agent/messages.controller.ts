@@ -1,14 +1,7 @@
 import { Body, Controller, HttpCode, HttpStatus, Post, Query, Res } from '@nestjs/common';
-import {
-  ApiAcceptedResponse,
-  ApiBearerAuth,
-  ApiOkResponse,
-  ApiOperation,
-  ApiTags,
-} from '@nestjs/swagger';
-import { SkipThrottle } from '@nestjs/throttler';
-import { THROTTLERS } from '../api.module-definition';
+import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrorResponses } from '../http/api-docs';
+import { AgentApiRoutes } from '../http/api-routes.decorator';
 import type { HttpResponse } from '../http/http-types';
 import { AcceptedResponse, SettledResponse } from './agent-response.dto';
 import { MessageDto, WaitQueryDto } from './agent.dto';
@@ -17,10 +10,9 @@ import { AgentApiService } from './agent-api.service';
 
 /** `POST /agent/messages` (README.md, "REST API"; settlement rules: docs/behaviour.md S1). */
 @ApiTags('agent')
-@ApiBearerAuth()
 @ApiErrorResponses()
-@SkipThrottle({ [THROTTLERS.public]: true })
-@Controller('agent/messages')
+@AgentApiRoutes()
+@Controller('messages')
 export class MessagesController {
   constructor(private readonly api: AgentApiService) {}
 

@@ -11,7 +11,6 @@ import {
   Query,
 } from '@nestjs/common';
 import {
-  ApiBearerAuth,
   ApiNoContentResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
@@ -19,11 +18,10 @@ import {
   ApiTags,
   ApiUnprocessableEntityResponse,
 } from '@nestjs/swagger';
-import { SkipThrottle } from '@nestjs/throttler';
 import type { Actor, TokenUsageEvent } from '../../contracts';
-import { THROTTLERS } from '../api.module-definition';
 import { Caller } from '../auth/auth.decorators';
 import { ApiErrorResponses } from '../http/api-docs';
+import { AgentApiRoutes } from '../http/api-routes.decorator';
 import { SessionIdPipe } from '../http/validation';
 import {
   ClearedResponse,
@@ -49,10 +47,9 @@ import { AgentApiService } from './agent-api.service';
 
 /** The `/agent/sessions` routes (README.md, "REST API"; rules: docs/behaviour.md S3, S4, S6-S8). */
 @ApiTags('agent')
-@ApiBearerAuth()
 @ApiErrorResponses()
-@SkipThrottle({ [THROTTLERS.public]: true })
-@Controller('agent/sessions')
+@AgentApiRoutes()
+@Controller('sessions')
 export class SessionsController {
   constructor(private readonly api: AgentApiService) {}
 

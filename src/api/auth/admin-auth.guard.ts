@@ -7,16 +7,15 @@ import {
   type CanActivate,
   type ExecutionContext,
 } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
 import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
 import type { HttpRequest, HttpResponse } from '../http/http-types';
 import { RATE_BUCKETS, RateLimiter } from '../http/rate-limiter';
 import { AdminTokenVerifier, bearerTokenOf } from './admin-token';
-import { IS_PUBLIC, type AuthenticatedRequest } from './auth.decorators';
+import type { AuthenticatedRequest } from './auth.decorators';
 
 /**
- * Secure by default: every HTTP route needs `Authorization: Bearer <admin token>` unless it is
- * marked `@Public()`. Sockets are authenticated once, at the handshake (see the gateway).
+ * The admin-token check of the module's routes: `Authorization: Bearer <admin token>`.
+ * Sockets are authenticated once, at the handshake (see `SocketDoors`).
  *
  * Runs before the rate-limit guard. A wrong or missing token counts against the `auth` limit
  * of the address (401, then 429 once past it) and never against the `admin` one, and the
@@ -27,7 +26,6 @@ import { IS_PUBLIC, type AuthenticatedRequest } from './auth.decorators';
 @Injectable()
 export class AdminAuthGuard implements CanActivate {
   constructor(
-    private readonly reflector: Reflector,
     private readonly tokens: AdminTokenVerifier,
     private readonly limiter: RateLimiter,
     @Inject(API_OPTIONS) private readonly options: ResolvedApiOptions,
@@ -35,11 +33,6 @@ export class AdminAuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const isPublic = this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [
-      context.getHandler(),
-      context.getClass(),
-    ]);
-    if (isPublic) return true;
     const request = context.switchToHttp().getRequest<HttpRequest & AuthenticatedRequest>();
     const caller = this.tokens.verify(bearerTokenOf(request.headers.authorization));
     if (caller) {

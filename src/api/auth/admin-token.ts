@@ -21,14 +21,16 @@ export function bearerTokenOf(header: unknown): string | undefined {
  */
 @Injectable()
 export class AdminTokenVerifier {
-  private readonly expected: Buffer;
+  private readonly expected?: Buffer;
 
   constructor(@Inject(API_OPTIONS) options: ResolvedApiOptions) {
-    this.expected = digest(options.adminToken);
+    // No token (a host guard authenticates instead): no candidate is ever the admin token.
+    this.expected = options.adminToken === undefined ? undefined : digest(options.adminToken);
   }
 
   /** The caller the token authenticates, or `undefined` when it is not the admin token. */
   verify(candidate: unknown): Actor | undefined {
+    if (!this.expected) return undefined;
     const given = digest(typeof candidate === 'string' ? candidate : '');
     const equal = timingSafeEqual(given, this.expected);
     return equal && typeof candidate === 'string' ? { ...ADMIN_CALLER } : undefined;

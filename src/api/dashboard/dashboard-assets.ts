@@ -17,8 +17,9 @@ export const DASHBOARD_FILES: Readonly<Record<string, string>> = {
 
 /**
  * Folders that may hold the files: this module's own folder (`src/api/dashboard` when run from
- * the sources, under jest or ts-node), then `src/api/dashboard` of the package root when run
- * from `dist/api/dashboard` (tsc copies no asset; the package ships `src/`).
+ * the sources, under jest or ts-node; `dist/api/dashboard` in the package, where `npm run
+ * build` copies them), then `src/api/dashboard` of the package root (a `dist` built by `tsc`
+ * alone, which copies no asset).
  */
 export function dashboardFolders(here: string = __dirname): string[] {
   return [here, resolve(here, '..', '..', '..', 'src', 'api', 'dashboard')];
@@ -49,4 +50,27 @@ export function loadDashboardAssets(
       { body: readFileSync(join(folder, name)), contentType },
     ]),
   );
+}
+
+/** Where the page finds the module's routes and its own files. */
+export interface DashboardPlaces {
+  /** Path of the REST routes (`/agent`, `/api/agent`). */
+  apiBase: string;
+  /** Socket.IO namespace (`/agent`). */
+  namespace: string;
+  /** Path of the page's script, style sheet and icon (`/dashboard`, `/api/agent/dashboard`). */
+  assets: string;
+}
+
+const escapeAttribute = (value: string) =>
+  value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** The page with its places filled in (`{{apiBase}}`, `{{namespace}}`, `{{assets}}`). */
+export function renderDashboardPage(page: Buffer, places: DashboardPlaces): Buffer {
+  const text = page
+    .toString('utf8')
+    .replace(/\{\{(apiBase|namespace|assets)\}\}/g, (_, name: keyof DashboardPlaces) =>
+      escapeAttribute(places[name]),
+    );
+  return Buffer.from(text, 'utf8');
 }

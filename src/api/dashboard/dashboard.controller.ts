@@ -1,12 +1,16 @@
-import { Controller, Get, Logger, NotFoundException, Param, Res } from '@nestjs/common';
+import { Controller, Get, Inject, Logger, NotFoundException, Param, Res } from '@nestjs/common';
+import { ApplicationConfig } from '@nestjs/core';
 import { ApiExcludeController } from '@nestjs/swagger';
-import { SkipThrottle } from '@nestjs/throttler';
-import { THROTTLERS } from '../api.module-definition';
-import { Public } from '../auth/auth.decorators';
+import { API_SHAPE, type ResolvedApiShape } from '../api.module-definition';
 import type { HttpResponse } from '../http/http-types';
-import { loadDashboardAssets, type DashboardAsset } from './dashboard-assets';
+import {
+  loadDashboardAssets,
+  renderDashboardPage,
+  type DashboardAsset,
+  type DashboardPlaces,
+} from './dashboard-assets';
 
-/** Where the dashboard's script, style sheet and icon are served (`/dashboard/<file>`). */
+/** Where the dashboard's script, style sheet and icon are served (`<page>/dashboard/<file>`). */
 export const DASHBOARD_ASSETS_PATH = 'dashboard';
 
 /**
@@ -26,20 +30,33 @@ interface SendingResponse extends HttpResponse {
   send(body: Buffer): this;
 }
 
+/** `/`-joined path of non-empty parts, with a leading slash (`''` for none). */
+const pathOf = (...parts: string[]) => {
+  const joined = parts
+    .map((part) => part.replace(/^\/+|\/+$/g, ''))
+    .filter(Boolean)
+    .join('/');
+  return joined ? `/${joined}` : '';
+};
+
 /**
- * `GET /`: the operators' dashboard (README.md, "Dashboard"), a static page and a small script
- * read once at start-up. Public: the page holds no data; everything it shows comes over the
- * authenticated socket and REST routes, with the admin token the operator types in.
+ * The operators' dashboard (README.md, "Dashboard") at the module's dashboard path (`GET /` of
+ * the server, `GET /<path>` embedded): a static page and a small script read once at
+ * start-up, the page told where the module's routes and namespace are. Not guarded: the page
+ * holds no data; everything it shows comes over the authenticated socket and REST routes, with
+ * the admin token the operator types in.
  */
 @ApiExcludeController()
-@Public()
-@SkipThrottle({ [THROTTLERS.admin]: true })
 @Controller()
 export class DashboardController {
   private readonly logger = new Logger('Dashboard');
   private readonly assets: ReadonlyMap<string, DashboardAsset>;
+  private page?: DashboardAsset;
 
-  constructor() {
+  constructor(
+    @Inject(API_SHAPE) private readonly shape: ResolvedApiShape,
+    private readonly app: ApplicationConfig,
+  ) {
     try {
       this.assets = loadDashboardAssets();
     } catch (error) {
@@ -50,7 +67,7 @@ export class DashboardController {
   }
 
   @Get()
-  page(@Res() response: SendingResponse): void {
+  index(@Res() response: SendingResponse): void {
     this.send(response, 'index.html');
   }
 
@@ -60,8 +77,23 @@ export class DashboardController {
     this.send(response, file);
   }
 
+  /** Where the page finds the routes: read at the first request, once the prefix is set. */
+  private places(): DashboardPlaces {
+    const prefix = this.app.getGlobalPrefix();
+    const { path, dashboard, namespace } = this.shape;
+    return {
+      apiBase: pathOf(prefix, path),
+      namespace,
+      assets: pathOf(prefix, dashboard || '', DASHBOARD_ASSETS_PATH),
+    };
+  }
+
   private send(response: SendingResponse, name: string): void {
-    const asset = this.assets.get(name);
+    let asset = this.assets.get(name);
+    if (asset && name === 'index.html') {
+      this.page ??= { ...asset, body: renderDashboardPage(asset.body, this.places()) };
+      asset = this.page;
+    }
     if (!asset) throw new NotFoundException('No such dashboard file');
     response.setHeader('Content-Type', asset.contentType);
     response.setHeader('Content-Security-Policy', DASHBOARD_CSP);

@@ -1,15 +1,24 @@
 /*
  * The operators' dashboard (README.md, "Dashboard"). Plain browser script, no build step, no
  * dependency but the Socket.IO client the server itself serves. Everything it shows comes from
- * the Socket.IO namespace /agent and the admin REST routes (README.md, "Socket.IO (namespace
+ * the agent's Socket.IO namespace and its admin REST routes (README.md, "Socket.IO (namespace
  * `/agent`)" and "REST API"), with the admin token the operator types in, kept for this tab only
- * (sessionStorage).
+ * (sessionStorage). Where they are (`/agent` on the server, under the host's path when
+ * embedded) the page says in its `agent-api-base` and `agent-namespace` meta tags.
  *
  * Text from the server is only ever written with textContent / attributes, never as HTML.
  */
 (function () {
   'use strict';
 
+  const metaOf = (name, fallback) => {
+    const meta = document.querySelector('meta[name="' + name + '"]');
+    return meta && meta.content ? meta.content : fallback;
+  };
+  /** Path of the REST routes, e.g. '/agent' or '/api/agent'. */
+  const API_BASE = metaOf('agent-api-base', '/agent');
+  /** Socket.IO namespace, e.g. '/agent'. */
+  const NAMESPACE = metaOf('agent-namespace', '/agent');
   const TOKEN_KEY = 'agent-dashboard.token';
   const MAX_TURNS = 50;
   const HISTORY_WINDOW = 400;
@@ -569,7 +578,7 @@
     }
   }
 
-  const sessionPath = (id) => '/agent/sessions/' + encodeURIComponent(id);
+  const sessionPath = (id) => API_BASE + '/sessions/' + encodeURIComponent(id);
 
   /** Loads what REST knows of a session: waiting inputs, a usage snapshot, past turns. */
   async function refresh(session) {
@@ -676,7 +685,7 @@
     disconnect();
     state.token = token;
     setConnection('connecting', 'connecting…');
-    const socket = window.io('/agent', { auth: { token }, reconnectionDelayMax: 5000 });
+    const socket = window.io(NAMESPACE, { auth: { token }, reconnectionDelayMax: 5000 });
     state.socket = socket;
 
     socket.on('connect', () => {
@@ -841,7 +850,7 @@
     ui.stopAllStatus.classList.remove('error');
     ui.stopAllStatus.textContent = 'stopping every running turn…';
     try {
-      const answer = await api('POST', '/agent/sessions/abort', {
+      const answer = await api('POST', API_BASE + '/sessions/abort', {
         reason: 'stopped from the dashboard (stop all)',
       });
       const stopped = (answer && answer.stopped) || [];
@@ -885,7 +894,7 @@
     render(true);
     setStatus(session, 'clearing…');
     try {
-      await api('POST', '/agent/sessions/clear', {
+      await api('POST', API_BASE + '/sessions/clear', {
         sessionIds: [session.id],
         reason: 'cleared from the dashboard',
       });

@@ -1,7 +1,7 @@
-import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { OnEvent } from '@nestjs/event-emitter';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { AgentInstrumentation, type ModelCallInfo } from '../../agent';
+import type { ModelCallInfo } from '../../agent';
 import type {
   ChatResponse,
   OutgoingMessage,
@@ -10,8 +10,51 @@ import type {
   TurnEndEvent,
   TurnStartEvent,
 } from '../../contracts';
+import { AgentBackend } from '../agent-backend';
+import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
 
 const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** The counters and histograms, registered on `registry`. */
+function createMetrics(registry: Registry) {
+  const turns = new Counter({
+    name: 'agent_turns_total',
+    help: 'Turns ended, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+
+  const turnSeconds = new Histogram({
+    name: 'agent_turn_duration_seconds',
+    help: 'Turn duration from start to end, by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: SECONDS,
+    registers: [registry],
+  });
+
+  const modelCallSeconds = new Histogram({
+    name: 'agent_model_call_duration_seconds',
+    help: 'Model call duration (whole answer, streamed or not), by provider and status',
+    labelNames: ['provider', 'status'] as const,
+    buckets: SECONDS,
+    registers: [registry],
+  });
+
+  const tokens = new Counter({
+    name: 'agent_tokens_total',
+    help: 'Tokens of model calls: prompt (reported, else estimated: token:usage used), completion (reported)',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
+
+  const replies = new Counter({
+    name: 'agent_outbound_messages_total',
+    help: 'Messages sent to sessions, by source (agent reply or system notice)',
+    labelNames: ['source'] as const,
+    registers: [registry],
+  });
+  return { turns, turnSeconds, modelCallSeconds, tokens, replies };
+}
 
 /** A turn that has started and not ended. */
 interface RunningTurn {
@@ -20,58 +63,38 @@ interface RunningTurn {
 }
 
 /**
- * Prometheus metrics of the agent, in a registry of this application (not prom-client's
- * global one, so several applications in one process do not clash), fed by the agent's
- * events. It also knows what runs and waits right now, for `/health`. Listeners only count:
- * they never throw into, nor wait inside, the turn that emits.
+ * Prometheus metrics of the agent, registered on the registry the host passes
+ * (`metricsRegistry`), else on one of this module's own (not prom-client's global one, so
+ * several applications in one process do not clash), fed by the agent's events. It also
+ * knows what runs and waits right now, for the health check. Listeners only count: they never
+ * throw into, nor wait inside, the turn that emits.
  */
 @Injectable()
 export class AgentMetrics implements OnModuleInit, OnModuleDestroy {
-  /** The registry `/metrics` serves. */
-  readonly registry = new Registry();
+  /** The registry the metrics are registered on (the server's `/metrics` serves it). */
+  readonly registry: Registry;
 
   private readonly running = new Map<string, RunningTurn>();
   private readonly waitingBySession = new Map<string, number>();
   private readonly unobserve: (() => void)[] = [];
+  private readonly turns: Counter<'outcome'>;
+  private readonly turnSeconds: Histogram<'outcome'>;
+  private readonly modelCallSeconds: Histogram<'provider' | 'status'>;
+  private readonly tokens: Counter<'kind'>;
+  private readonly replies: Counter<'source'>;
 
-  private readonly turns = new Counter({
-    name: 'agent_turns_total',
-    help: 'Turns ended, by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [this.registry],
-  });
-
-  private readonly turnSeconds = new Histogram({
-    name: 'agent_turn_duration_seconds',
-    help: 'Turn duration from start to end, by outcome',
-    labelNames: ['outcome'] as const,
-    buckets: SECONDS,
-    registers: [this.registry],
-  });
-
-  private readonly modelCallSeconds = new Histogram({
-    name: 'agent_model_call_duration_seconds',
-    help: 'Model call duration (whole answer, streamed or not), by provider and status',
-    labelNames: ['provider', 'status'] as const,
-    buckets: SECONDS,
-    registers: [this.registry],
-  });
-
-  private readonly tokens = new Counter({
-    name: 'agent_tokens_total',
-    help: 'Tokens of model calls: prompt (reported, else estimated: token:usage used), completion (reported)',
-    labelNames: ['kind'] as const,
-    registers: [this.registry],
-  });
-
-  private readonly replies = new Counter({
-    name: 'agent_outbound_messages_total',
-    help: 'Messages sent to sessions, by source (agent reply or system notice)',
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-
-  constructor(private readonly instrumentation: AgentInstrumentation) {
+  constructor(
+    private readonly backend: AgentBackend,
+    @Inject(API_OPTIONS) options: ResolvedApiOptions,
+  ) {
+    this.registry = options.metricsRegistry ?? new Registry();
+    ({
+      turns: this.turns,
+      turnSeconds: this.turnSeconds,
+      modelCallSeconds: this.modelCallSeconds,
+      tokens: this.tokens,
+      replies: this.replies,
+    } = createMetrics(this.registry));
     const gauge = (name: string, help: string, read: () => number) => {
       const metric: Gauge = new Gauge({
         name,
@@ -97,7 +120,7 @@ export class AgentMetrics implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     this.unobserve.push(
-      this.instrumentation.use({ modelCall: (info, run) => this.timeModelCall(info, run) }),
+      this.backend.instrumentation.use({ modelCall: (info, run) => this.timeModelCall(info, run) }),
     );
   }
 

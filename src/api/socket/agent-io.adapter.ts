@@ -1,6 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { IoAdapter } from '@nestjs/platform-socket.io';
 import type { ServerOptions } from 'socket.io';
+import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
 
 /** Longest wait for clients to receive what was already sent, when the server closes. */
 export const SOCKET_FLUSH_TIMEOUT_MS = 2000;
@@ -33,14 +34,17 @@ function flushed(socket: EngineSocket): Promise<void> {
  * whose last events (`turn` end, the stream-end marker) may still sit in a client's buffer;
  * Socket.IO's own close would discard them. Bounded by `SOCKET_FLUSH_TIMEOUT_MS`, so a client
  * that stopped reading cannot hold the shutdown. Its `maxHttpBufferSize` follows the payload
- * limit (the REST body limit), see {@link socketBufferBytes}.
+ * limit (the REST body limit, `AgentApiModule`'s `bodyLimit` unless given), see
+ * {@link socketBufferBytes}. A host sets it with `app.useWebSocketAdapter(new
+ * AgentIoAdapter(app))`; without it Nest's own `IoAdapter` serves the gateway.
  */
 export class AgentIoAdapter extends IoAdapter {
-  constructor(
-    app: INestApplicationContext,
-    private readonly payloadLimit: number,
-  ) {
+  private readonly payloadLimit: number;
+
+  constructor(app: INestApplicationContext, payloadLimit?: number) {
     super(app);
+    this.payloadLimit =
+      payloadLimit ?? app.get<ResolvedApiOptions>(API_OPTIONS, { strict: false }).bodyLimit;
   }
 
   override createIOServer(port: number, options?: ServerOptions): unknown {

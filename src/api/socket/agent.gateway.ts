@@ -1,4 +1,4 @@
-import { Logger } from '@nestjs/common';
+import { Injectable, Logger, type Type } from '@nestjs/common';
 import {
   ConnectedSocket,
   MessageBody,
@@ -17,7 +17,6 @@ import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
 import { SocketDoors } from './socket-doors';
 import {
-  AGENT_NAMESPACE,
   ALL_SESSIONS_ROOM,
   sessionRoom,
   type ClientToServerEvents,
@@ -28,20 +27,23 @@ import {
 
 /** Per-socket data: who the handshake authenticated. */
 interface SocketData {
-  caller: Actor;
+  /** `undefined` when a host guard admitted a caller it did not name. */
+  caller?: Actor;
 }
 
 type AgentNamespace = Namespace<ClientToServerEvents, ServerToClientEvents, object, SocketData>;
 type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, SocketData>;
 
 /**
- * Socket.IO namespace `/agent` (README.md, "Socket.IO (namespace `/agent`)"): only socket plumbing.
+ * Socket.IO namespace of the agent (`/agent` by default; README.md, "Socket.IO (namespace
+ * `/agent`)"): only socket plumbing. The class served is made by {@link agentGatewayFor} for
+ * the module's namespace; inject this class to reach it.
  * The handshake needs `auth: { token }` (refused: `connect_error`); handshakes and events are
  * limited by `SocketDoors`; `subscribe` joins a session's room (or the all-sessions room);
  * `message` and `abort` go to the agent and are acked, errors in the REST error shape. Server
  * events are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
  */
-@WebSocketGateway({ namespace: AGENT_NAMESPACE })
+@Injectable()
 export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   private readonly logger = new Logger('AgentGateway');
   private namespace?: AgentNamespace;
@@ -135,4 +137,14 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
       return retryAfter === undefined ? body : { ...body, retryAfter };
     }
   }
+}
+
+/**
+ * The gateway class served on `namespace`: a subclass of {@link AgentGateway} with the
+ * namespace in its `@WebSocketGateway` metadata (Nest reads it from the class).
+ */
+export function agentGatewayFor(namespace: string): Type<AgentGateway> {
+  @WebSocketGateway({ namespace })
+  class NamespacedAgentGateway extends AgentGateway {}
+  return NamespacedAgentGateway;
 }

@@ -1,8 +1,16 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { HttpException, Inject, Injectable, type CanActivate } from '@nestjs/common';
 import type { Socket } from 'socket.io';
 import type { Actor } from '../../contracts';
-import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
+import {
+  API_OPTIONS,
+  API_SHAPE,
+  type ResolvedApiOptions,
+  type ResolvedApiShape,
+} from '../api.module-definition';
+import { API_AUTH_GUARD } from '../auth/agent-api.guard';
 import { AdminTokenVerifier, bearerTokenOf } from '../auth/admin-token';
+import { callerOf } from '../auth/auth.decorators';
+import { handshakeContext, type HandshakeRequest } from '../auth/handshake-context';
 import { bodyOf, type ErrorBody } from '../http/api-error';
 import { RATE_BUCKETS, RateLimiter, type RateVerdict } from '../http/rate-limiter';
 import { shapeProblem } from '../http/validation';
@@ -49,6 +57,8 @@ export class SocketDoors {
     private readonly tokens: AdminTokenVerifier,
     private readonly limiter: RateLimiter,
     @Inject(API_OPTIONS) private readonly options: ResolvedApiOptions,
+    @Inject(API_SHAPE) private readonly shape: ResolvedApiShape,
+    @Inject(API_AUTH_GUARD) private readonly guard: CanActivate,
   ) {}
 
   /** Namespace middleware: authenticates and rate-limits the handshake. */
@@ -85,20 +95,44 @@ export class SocketDoors {
     };
   }
 
-  private async admit(socket: Socket): Promise<Actor> {
-    const { auth, headers, address } = socket.handshake;
-    const given = (auth as { token?: unknown } | undefined)?.token;
-    const caller = this.tokens.verify(given ?? bearerTokenOf(headers.authorization));
+  /**
+   * The caller of a handshake: the admin token's, or (with a host guard) whom the host guard
+   * admits; `null` when refused.
+   */
+  private async callerOf(socket: Socket): Promise<Actor | undefined | null> {
+    const { auth, headers } = socket.handshake;
+    if (!this.shape.authGuard) {
+      const given = (auth as { token?: unknown } | undefined)?.token;
+      return this.tokens.verify(given ?? bearerTokenOf(headers.authorization)) ?? null;
+    }
+    const request = Object.assign(socket.request, { auth }) as HandshakeRequest;
+    try {
+      const admitted = await this.guard.canActivate(handshakeContext(request, SocketDoors));
+      return admitted === true ? callerOf(request) : null;
+    } catch (error) {
+      if (error instanceof HttpException && error.getStatus() < 500) return null;
+      throw error;
+    }
+  }
+
+  private async admit(socket: Socket): Promise<Actor | undefined> {
+    const { address } = socket.handshake;
+    const found = await this.callerOf(socket);
+    const caller = found === null ? undefined : found;
+    const admitted = found !== null;
     const { rateLimits } = this.options;
-    const bucket = caller ? RATE_BUCKETS.handshake : RATE_BUCKETS.auth;
+    const bucket = admitted ? RATE_BUCKETS.handshake : RATE_BUCKETS.auth;
     const verdict = await this.limiter.hit(
       bucket,
       address,
-      caller ? rateLimits.admin : rateLimits.auth,
+      admitted ? rateLimits.admin : rateLimits.auth,
     );
     if (verdict.blocked) throw refused(tooMany(verdict));
-    if (!caller) {
-      throw refused(bodyOf(401, 'Unauthorized: a valid admin token is required in auth.token'));
+    if (!admitted) {
+      const needs = this.shape.authGuard
+        ? 'the host guard refused it'
+        : 'a valid admin token is required in auth.token';
+      throw refused(bodyOf(401, `Unauthorized: ${needs}`));
     }
     return caller;
   }

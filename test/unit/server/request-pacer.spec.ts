@@ -1,5 +1,5 @@
-import { pacedRequests } from '../../../../src/api/http/request-pacer';
-import type { HttpRequest, HttpResponse } from '../../../../src/api/http/http-types';
+import { pacedRequests } from '../../../src/server';
+import type { HttpRequest, HttpResponse } from '../../../src/api';
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

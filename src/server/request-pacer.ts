@@ -1,4 +1,4 @@
-import type { HttpRequest, HttpResponse, Middleware, NextFn } from './http-types';
+import type { HttpRequest, HttpResponse, Middleware, NextFn } from '../api';
 
 /** How long a turn of the event loop may take while requests wait, in milliseconds. */
 export const TURN_TARGET_MS = 5;

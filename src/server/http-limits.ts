@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import type { HttpLimits } from '../api.module-definition';
+import type { HttpLimits } from './server-options';
 
 /** Node checks request timeouts on a timer; at least this often, whatever the timeouts. */
 const MAX_CHECK_INTERVAL_MS = 5_000;

@@ -8,7 +8,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
+import { SERVER_OPTIONS, type ResolvedServerOptions } from './server-options';
 
 /** How often idle keep-alive connections are closed while shutting down. */
 const IDLE_SWEEP_MS = 100;
@@ -16,7 +16,7 @@ const IDLE_SWEEP_MS = 100;
 /**
  * Graceful HTTP shutdown. When the application starts closing (`onModuleDestroy`, before the
  * agent drains in `beforeApplicationShutdown`), the listener stops accepting connections and
- * requests arriving on open ones get 503 (see `setupApi`); requests already running, such as
+ * requests arriving on open ones get 503 (see `setupServer`); requests already running, such as
  * a `?wait=true` answer that the drain settles, finish. Idle keep-alive connections are closed
  * as they become idle; whatever is still open after `shutdownGraceMs` (a stuck HTTP client, a
  * WebSocket whose peer stopped reading) is destroyed, so no client can hold the process.
@@ -29,7 +29,7 @@ export class HttpShutdown implements OnApplicationBootstrap, OnModuleDestroy {
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
-    @Inject(API_OPTIONS) private readonly options: ResolvedApiOptions,
+    @Inject(SERVER_OPTIONS) private readonly options: ResolvedServerOptions,
   ) {}
 
   /** Whether the application is shutting down (new requests are refused with 503). */

@@ -1,14 +1,12 @@
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, UseGuards } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import { SkipThrottle } from '@nestjs/throttler';
 import { Registry } from 'prom-client';
-import { THROTTLERS } from '../api.module-definition';
-import { Public } from '../auth/auth.decorators';
-import { AgentMetrics } from './agent-metrics.service';
+import { AgentMetrics, ApiThrottlerGuard, THROTTLERS } from '../api';
 
-/** `GET /metrics`: Prometheus text (public, rate limited). */
+/** `GET /metrics`: Prometheus text (public, rate limited by the `public` limit). */
 @ApiTags('operations')
-@Public()
+@UseGuards(ApiThrottlerGuard)
 @SkipThrottle({ [THROTTLERS.admin]: true })
 @Controller('metrics')
 export class MetricsController {

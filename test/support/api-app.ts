@@ -15,7 +15,7 @@ import {
 } from '../../src/api';
 import { AppModule } from '../../src/app.module';
 import type { AgentEventMap } from '../../src/contracts';
-import { FakeOpenAiServer } from './fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 /** The admin token of test applications. */
 export const TEST_TOKEN = 'test-admin-token-0123456789abcdef';

@@ -5,82 +5,32 @@ import type {
   LlmProvider,
   ModelCapabilities,
   ToolCall,
-} from '../../src';
-
-/** What a held call answers with: text, or tool calls (with optional text before them). */
-export type ScriptedAnswer =
-  | { text: string }
-  | { text?: string; toolCalls: { name: string; arguments?: Record<string, unknown> }[] };
-
-/** The error a call rejects with when its request's signal aborts. */
-export class ScriptedAbortError extends Error {
-  constructor() {
-    super('The scripted model call was aborted');
-    this.name = 'AbortError';
-  }
-}
+} from '../contracts';
+import { ScriptedAbortError, ScriptedCall } from './scripted-call';
 
 /**
- * One model call, held until the test answers it. `marker` is the content of the last user
- * message of the request (tests put the session or input name there to tell calls apart).
- */
-export class ScriptedCall {
-  /** Settled once: answered, failed or aborted. */
-  state: 'open' | 'answered' | 'failed' | 'aborted' = 'open';
-  private settle!: (outcome: { answer: ScriptedAnswer } | { error: Error }) => void;
-  /** Resolves with the answer or the error, whichever the call ends with. */
-  readonly outcome = new Promise<{ answer: ScriptedAnswer } | { error: Error }>(
-    (resolve) => (this.settle = resolve),
-  );
-
-  constructor(
-    readonly index: number,
-    readonly request: ChatRequest,
-  ) {
-    const onAbort = () => {
-      if (this.state !== 'open') return;
-      this.state = 'aborted';
-      this.settle({ error: new ScriptedAbortError() });
-    };
-    if (request.signal.aborted) onAbort();
-    else request.signal.addEventListener('abort', onAbort, { once: true });
-  }
-
-  /** The content of the last user message sent. */
-  get marker(): string {
-    const users = this.request.messages.filter((m) => m.role === 'user');
-    return users[users.length - 1]?.content ?? '';
-  }
-
-  /** Whether tools were offered to this call. */
-  get offersTools(): boolean {
-    return !!this.request.tools?.length;
-  }
-
-  /** Answers the call (no-op once it is settled); returns whether it was still open. */
-  answer(answer: ScriptedAnswer): boolean {
-    if (this.state !== 'open') return false;
-    this.state = 'answered';
-    this.settle({ answer });
-    return true;
-  }
-
-  /** Makes the call fail with `error` (no-op once it is settled). */
-  fail(error: Error): boolean {
-    if (this.state !== 'open') return false;
-    this.state = 'failed';
-    this.settle({ error });
-    return true;
-  }
-}
-
-/**
- * An in-process `LlmProvider` whose every call is held until the test answers it, for
- * deterministic property tests: no network, no timers. Calls are registered in arrival order
- * (`calls`, `nextCall()`, `open()`); an aborted request signal rejects the call at once.
+ * An in-process `LlmProvider` whose every call is held until the test answers it: no network,
+ * no timers, so the test decides when each model call ends and how (deterministic tests of
+ * concurrency, aborts, queues). Calls are registered in arrival order (`calls`, `nextCall()`,
+ * `open()`); an aborted request signal rejects the call at once with a
+ * {@link ScriptedAbortError}. Every answer reports usage `{ promptTokens: 10,
+ * completionTokens: 5 }`; every model is served, with a 128,000-token window and tools.
+ *
+ * @example
+ * ```ts
+ * const provider = new ScriptedProvider();
+ * // AgentModule.forRoot({ llmProvider: provider, ... })
+ * const settled = agent.handleMessage({ sessionId: 'chat-1', content: 'Where is order 42?' });
+ * const call = await provider.nextCall();
+ * call.answer({ toolCalls: [{ name: 'order_status', arguments: { orderId: '42' } }] });
+ * (await provider.nextCall()).answer({ text: 'It has shipped.' });
+ * await settled; // { settled: 'turn', outcome: 'replied', reply: 'It has shipped.', ... }
+ * ```
  */
 export class ScriptedProvider implements LlmProvider {
+  /** The provider id, `scripted`. */
   readonly id = 'scripted';
+  /** The model used when a request names none, `scripted-model`. */
   readonly defaultModel = 'scripted-model';
   /** Every call, in arrival order. */
   readonly calls: ScriptedCall[] = [];
@@ -88,6 +38,7 @@ export class ScriptedProvider implements LlmProvider {
   private readonly waiters: ((call: ScriptedCall) => void)[] = [];
   private toolCallIds = 0;
 
+  /** The same capabilities for every model: 128,000 tokens of context, 1024 out, tools. */
   capabilities(_model: string): ModelCapabilities {
     return { contextWindow: 128_000, maxOutputTokens: 1024, vision: false, tools: true };
   }
@@ -114,6 +65,7 @@ export class ScriptedProvider implements LlmProvider {
     this.handedOut = 0;
   }
 
+  /** The whole answer of a call (registered and held as `stream` does). */
   async chat(request: ChatRequest): Promise<ChatResponse> {
     let content = '';
     let toolCalls: ToolCall[] | undefined;
@@ -128,6 +80,10 @@ export class ScriptedProvider implements LlmProvider {
     };
   }
 
+  /**
+   * Registers a call and waits for the test to settle it, then streams its answer: the text
+   * as one delta, the tool calls as one chunk, then usage. Throws the call's error.
+   */
   async *stream(request: ChatRequest): AsyncIterable<ChatStreamChunk> {
     const call = new ScriptedCall(this.calls.length, request);
     this.calls.push(call);

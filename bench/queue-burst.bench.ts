@@ -18,7 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import { io } from 'socket.io-client';
 import { ServerProcess } from '../test/support/api-process';
-import { FakeOpenAiServer } from '../test/support/fake-openai-server';
+import { FakeOpenAiServer } from '../src/testing';
 import { median, percentile } from './support/stats';
 
 const INPUTS = 2_000;

@@ -16,7 +16,7 @@ import {
   type ChatRequest,
   type ModelMessage,
 } from '../src';
-import { FakeOpenAiServer } from '../test/support/fake-openai-server';
+import { FakeOpenAiServer } from '../src/testing';
 import { median } from './support/stats';
 
 const RUNS = 5;

@@ -2,7 +2,11 @@
  * The library's public surface, named export by named export: what is here is under semantic
  * versioning, and `test/public-surface.spec.ts` pins the list, so a change shows in review. The
  * engine's internals (lanes, scheduler, runner, phases) are not exported. The server's
- * composition root (`AppModule`) lives in `app.module.ts` and is not re-exported here.
+ * composition root (`AppModule`) lives in `app.module.ts` and is not re-exported here, nor are
+ * the testing helpers (`nest-agent-orchestrator/testing`, `src/testing/index.ts`).
+ *
+ * @packageDocumentation
+ * @module nest-agent-orchestrator
  */
 
 // The vocabulary: messages, turns, ports and their injection tokens, hooks, events, errors.

@@ -25,7 +25,12 @@ const ALLOWED: Record<string, readonly string[]> = {
   // Health needs the model registry.
   api: ['contracts', 'agent', 'llm'],
   server: ['contracts', 'api'],
+  // The testing entry (`nest-agent-orchestrator/testing`): the contracts' types only.
+  testing: ['contracts'],
 };
+
+/** Folders that are entry points of their own: nothing else in src imports them. */
+const OWN_ENTRIES = new Set(['testing']);
 
 /** Top-level files of the server's composition root: may import every door; only each other. */
 // The server's composition root: app.module, main, app.config and the agent options it builds.
@@ -123,6 +128,9 @@ function violationOf(edge: ImportEdge): string | undefined {
     }
     return `${label(to)} is not in the architecture table`;
   }
+  if (OWN_ENTRIES.has(to.name)) {
+    return `${label(to)} is an entry point of its own (package.json exports): nothing in src imports it`;
+  }
   if (from.kind === 'folder') {
     const allowed = ALLOWED[from.name];
     if (!allowed) return `folder ${label(from)} is not in the architecture table`;
@@ -191,6 +199,8 @@ describe('architecture (ARCHITECTURE.md folder table)', () => {
     expect(violationOf(edge('main', 'app.module'))).toBeUndefined();
     expect(violationOf(edge('agent/engine/x', 'agent/tools/tool.registry'))).toBeUndefined();
     expect(violationOf(edge('api/health/health.controller', 'llm/index'))).toBeUndefined();
+    expect(violationOf(edge('index', 'testing/index'))).toMatch(/entry point of its own/);
+    expect(violationOf(edge('testing/scripted-provider', 'contracts/index'))).toBeUndefined();
   });
 
   it('finds the source files and their imports', () => {
@@ -243,6 +253,23 @@ describe('architecture (ARCHITECTURE.md folder table)', () => {
     expect(violations).toEqual([]);
   });
 
+  it('the testing entry loads only node: built-ins and the contracts, and them only as types', () => {
+    const files = sourceFiles(join(SRC, 'testing'));
+    const problems = files.flatMap((file) => {
+      const text = readFileSync(file, 'utf8');
+      const typeOnly = typeOnlySpecifiers(text);
+      return importsOf(text).flatMap(({ specifier, line }) => {
+        const where = `src/${fromSrc(file)}.ts:${line} imports '${specifier}'`;
+        if (specifier.startsWith('node:') || specifier.startsWith('./')) return [];
+        if (specifier === '../contracts' && typeOnly.has(specifier)) return [];
+        return [where];
+      });
+    });
+
+    expect(files.length).toBeGreaterThan(3);
+    expect(problems).toEqual([]);
+  });
+
   it('no engine phase imports another phase: the runner calls them as siblings', () => {
     const violations = edges
       .filter((edge) => edge.file.startsWith(PHASES) && edge.target.startsWith(PHASES))
@@ -276,6 +303,21 @@ describe('architecture (ARCHITECTURE.md folder table)', () => {
     expect(functionLengths(text)).toEqual([{ name: 'long', line: 1, lines: 63 }]);
   });
 });
+
+/** Specifiers a text imports with `import type` only (every import of them is type-only). */
+function typeOnlySpecifiers(text: string): Set<string> {
+  const source = ts.createSourceFile('scan.ts', text, ts.ScriptTarget.Latest, false);
+  const kinds = new Map<string, boolean>();
+  for (const statement of source.statements) {
+    if (!ts.isImportDeclaration(statement) || !ts.isStringLiteral(statement.moduleSpecifier)) {
+      continue;
+    }
+    const specifier = statement.moduleSpecifier.text;
+    const typeOnly = statement.importClause?.isTypeOnly === true;
+    kinds.set(specifier, (kinds.get(specifier) ?? true) && typeOnly);
+  }
+  return new Set([...kinds].filter(([, typeOnly]) => typeOnly).map(([specifier]) => specifier));
+}
 
 /** Every file under `dir`. */
 function allFiles(dir: string): string[] {

@@ -197,9 +197,36 @@ const API_NAMES = [
   'UsageResponse',
 ];
 
+/**
+ * The testing entry's surface (`nest-agent-orchestrator/testing`): the exported names of
+ * `dist/testing/index.d.ts`, pinned the same way. The repository's own test fakes use a few
+ * more exports marked `@internal`, which the declarations leave out.
+ */
+const TESTING_NAMES = [
+  'FakeErrorScript',
+  'FakeFaultScript',
+  'FakeOpenAiServer',
+  'FakeRawScript',
+  'FakeScript',
+  'FakeScriptBase',
+  'FakeTextScript',
+  'FakeToolCall',
+  'FakeToolCallsScript',
+  'FakeUsage',
+  'ReceivedHttpRequest',
+  'ReceivedRequest',
+  'ScriptedAbortError',
+  'ScriptedAnswer',
+  'ScriptedCall',
+  'ScriptedHttpServer',
+  'ScriptedOutcome',
+  'ScriptedProvider',
+  'listenLocal',
+];
+
 const ROOT = resolve(__dirname, '..');
 
-/** Emits the declarations as the build does, into `outDir`. */
+/** Emits the declarations as the build does, into a temporary folder. */
 function buildDeclarations(outDir: string): void {
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   execFileSync(
@@ -220,14 +247,16 @@ function exportedNames(file: string): string[] {
     .sort();
 }
 
-describe('public surface (dist/index.d.ts, dist/api/public-api.d.ts)', () => {
+describe('public surface (dist/index.d.ts, dist/api/public-api.d.ts, dist/testing/index.d.ts)', () => {
   let outDir: string;
   let names: string[];
+  let testingNames: string[];
 
   beforeAll(() => {
     outDir = mkdtempSync(join(tmpdir(), 'agent-surface-'));
     buildDeclarations(outDir);
     names = exportedNames(join(outDir, 'index.d.ts'));
+    testingNames = exportedNames(join(outDir, 'testing', 'index.d.ts'));
   }, 60_000);
 
   afterAll(() => rmSync(outDir, { recursive: true, force: true }));
@@ -251,5 +280,13 @@ describe('public surface (dist/index.d.ts, dist/api/public-api.d.ts)', () => {
     ];
 
     expect(names.filter((name) => internals.includes(name))).toEqual([]);
+  });
+
+  it('the testing entry exports exactly its pinned names (a change here is an API change)', () => {
+    expect(testingNames).toEqual([...TESTING_NAMES].sort());
+  });
+
+  it('the main entry exports none of the testing helpers', () => {
+    expect(names.filter((name) => TESTING_NAMES.includes(name))).toEqual([]);
   });
 });

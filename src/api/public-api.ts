@@ -6,6 +6,7 @@
  * `class-transformer` and `prom-client`.
  *
  * @packageDocumentation
+ * @module nest-agent-orchestrator/api
  */
 export { AgentApiModule } from './api.module';
 export {

@@ -1,4 +1,4 @@
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 import { ApiApp, TEST_TOKEN } from '../support/api-app';
 
 /** Every admin route of the README's REST reference, with a valid body. */

@@ -15,7 +15,7 @@ import {
   type Settlement,
 } from '../../src';
 import { Deferred } from '../support/deferred';
-import { ScriptedProvider } from '../support/scripted-provider';
+import { ScriptedProvider } from '../../src/testing';
 
 /**
  * Random schedules over 1-3 sessions against the real AgentModule (in-memory stores, an

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { ControlKinds, WellKnownMetadataKeys as K, type Message } from '../../src';
 import { ServerProcess } from '../support/api-process';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 const TOKEN = 'crash-test-token-0123456789abcdef';
 const auth = { Authorization: `Bearer ${TOKEN}` };

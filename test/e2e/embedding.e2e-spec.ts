@@ -23,7 +23,7 @@ import {
   type AgentApiModuleExtras,
   type AgentApiModuleOptions,
 } from '../../src/api';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 /**
  * `AgentApiModule` embedded in a host application as the README's "Embedding the API" shows: the

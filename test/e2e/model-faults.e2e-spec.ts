@@ -1,6 +1,6 @@
 import { OpenAiCompatibleProvider, ProviderError } from '../../src/llm';
 import type { ChatStreamChunk, ToolCall } from '../../src/contracts';
-import { FakeOpenAiServer, type FakeScript } from '../support/fake-openai-server';
+import { FakeOpenAiServer, type FakeScript } from '../../src/testing';
 
 /**
  * The fault matrix of a model endpoint, against a real local HTTP server: each way an endpoint

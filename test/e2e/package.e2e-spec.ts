@@ -10,7 +10,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 /**
  * The package as a host gets it: the library is built and packed (`npm pack`, so `files`,
@@ -256,12 +256,96 @@ describe('the packed library in a host application (examples/host-app)', () => {
     }
   }
 
-  it('the tarball holds the compiled library, the API entry with the dashboard, no tests, no server', () => {
-    expect(packed).toEqual(
-      expect.arrayContaining(['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts']),
+  /**
+   * `nest-agent-orchestrator/testing` from the installed package: `require` resolves it through
+   * `exports`, it loads no Nest and not the main entry, its fake server answers the real
+   * client's wire format, and TypeScript finds its types (nodenext through `exports`, the older
+   * `node` resolution through `typesVersions`).
+   */
+  async function expectTestingEntry(app: string) {
+    const probe = await run(
+      process.execPath,
+      [
+        '-e',
+        `const testing = require(${JSON.stringify(`${PACKAGE.name}/testing`)});
+        const loaded = Object.keys(require.cache).filter((f) => !f.includes('/dist/testing/'));
+        (async () => {
+          const server = await testing.FakeOpenAiServer.start();
+          server.enqueue({ text: 'Hello from the fake' });
+          const res = await fetch(server.url + '/chat/completions', {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }] }),
+          });
+          const body = await res.json();
+          await server.close();
+          console.log(JSON.stringify({
+            exports: Object.keys(testing).sort(),
+            loaded,
+            reply: body.choices[0].message.content,
+            provider: new testing.ScriptedProvider().id,
+          }));
+        })();`,
+      ],
+      app,
     );
+    expect(probe.stderr).toBe('');
+    const seen = JSON.parse(probe.stdout) as {
+      exports: string[];
+      loaded: string[];
+      reply: string;
+      provider: string;
+    };
+    expect(seen.exports).toEqual(
+      expect.arrayContaining([
+        'FakeOpenAiServer',
+        'ScriptedCall',
+        'ScriptedHttpServer',
+        'ScriptedProvider',
+      ]),
+    );
+    expect(seen).toMatchObject({ loaded: [], reply: 'Hello from the fake', provider: 'scripted' });
+
+    const source = [
+      `import { FakeOpenAiServer, ScriptedProvider, type FakeScript } from '${PACKAGE.name}/testing';`,
+      `const script: FakeScript = { toolCalls: [{ name: 'order_status', arguments: { orderId: '42' } }] };`,
+      'export async function probe(): Promise<string> {',
+      '  const server = await FakeOpenAiServer.start();',
+      '  server.enqueue(script, { text: "done" });',
+      '  await server.close();',
+      '  return server.url + new ScriptedProvider().id;',
+      '}',
+      '',
+    ].join('\n');
+    writeFileSync(join(app, 'testing-probe.ts'), source);
+    const tsc = join(app, 'node_modules', 'typescript', 'bin', 'tsc');
+    const common = ['--noEmit', '--strict', '--skipLibCheck', '--types', 'node'];
+    for (const resolution of [
+      ['--module', 'nodenext', '--moduleResolution', 'nodenext'],
+      ['--module', 'commonjs', '--moduleResolution', 'node'],
+    ]) {
+      const typecheck = await run(
+        process.execPath,
+        [tsc, ...common, ...resolution, 'testing-probe.ts'],
+        app,
+      );
+      expect({ resolution, code: typecheck.code, out: typecheck.stdout }).toEqual({
+        resolution,
+        code: 0,
+        out: '',
+      });
+    }
+  }
+
+  it('the tarball holds the compiled library, the API entry with the dashboard, the testing entry, no tests, no server', () => {
     expect(packed).toEqual(
       expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/testing/index.js',
+        'dist/testing/index.d.ts',
         'dist/api/public-api.js',
         'dist/api/public-api.d.ts',
         'dist/api/dashboard/index.html',
@@ -270,7 +354,7 @@ describe('the packed library in a host application (examples/host-app)', () => {
         'dist/api/dashboard/favicon.svg',
       ]),
     );
-    const tests = /\.spec\.|\/testing\/|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/;
+    const tests = /\.spec\.|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/;
     expect(packed.filter((f) => tests.test(f))).toEqual([]);
     expect(packed.filter((f) => /^dist\/(main|app)\.|^dist\/server\//.test(f))).toEqual([]);
     expect(packed.filter((f) => !f.startsWith('dist/')).sort()).toEqual([
@@ -329,6 +413,8 @@ describe('the packed library in a host application (examples/host-app)', () => {
         expect.stringMatching(/^1 .*"pg" is not installed: npm install pg$/),
       ]),
     );
+
+    await expectTestingEntry(app);
   });
 
   it('NestJS 12: the same example on the ESM packages, loaded through require(esm)', async () => {

@@ -2,7 +2,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiApp } from '../support/api-app';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 import { ServerProcess } from '../support/api-process';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 

@@ -12,7 +12,7 @@ import { clockTool, createProviderFromEnv, describeProvider } from '../../src/ll
 import { loadAppConfig } from '../../src/app.config';
 import { AgentHarness } from '../support/agent-harness';
 import { FakeAnthropicServer } from '../support/fake-anthropic-server';
-import { FakeOpenAiServer, type FakeScript } from '../support/fake-openai-server';
+import { FakeOpenAiServer, type FakeScript } from '../../src/testing';
 
 /** A port nothing listens on. */
 async function closedPort(): Promise<number> {

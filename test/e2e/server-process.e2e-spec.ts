@@ -1,6 +1,6 @@
 import { io } from 'socket.io-client';
 import request from 'supertest';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 import { ServerProcess } from '../support/api-process';
 import { TEST_TOKEN, nextSocketEvent, type AgentClient } from '../support/api-app';
 import { rawConnection } from '../support/api-raw';

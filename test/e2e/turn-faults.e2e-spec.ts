@@ -1,6 +1,6 @@
 import type { Settlement } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
-import type { FakeScript } from '../support/fake-openai-server';
+import type { FakeScript } from '../../src/testing';
 
 /** The agent's idle timeout in these rows: short, so silent rows end quickly. */
 const IDLE = 300;

@@ -12,7 +12,7 @@ import {
   type TurnAfterContext,
 } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
-import { FakeOpenAiServer } from '../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 const meta = (m: Message, key: string) => m.metadata[key];
 

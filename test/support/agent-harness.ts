@@ -11,7 +11,7 @@ import {
   type HistoryStore as HistoryStorePort,
   type Message,
 } from '../../src';
-import { FakeOpenAiServer } from './fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 /** One recorded agent event. */
 export interface Recorded<K extends keyof AgentEventMap = keyof AgentEventMap> {

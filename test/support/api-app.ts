@@ -21,7 +21,7 @@ import {
   type ServerOptions,
 } from '../../src/server';
 import type { AgentEventMap } from '../../src/contracts';
-import { FakeOpenAiServer } from './fake-openai-server';
+import { FakeOpenAiServer } from '../../src/testing';
 
 /** The admin token of test applications. */
 export const TEST_TOKEN = 'test-admin-token-0123456789abcdef';

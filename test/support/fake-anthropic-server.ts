@@ -5,7 +5,7 @@ import {
   sendJson,
   split,
   type ReceivedHttpRequest,
-} from './fake-http';
+} from '../../src/testing';
 
 /** Token usage as the Messages API reports it. */
 export interface FakeAnthropicUsage {

@@ -1,6 +1,6 @@
 import type { ChatStreamChunk } from '../../../../src/contracts';
 import { AnthropicProvider } from '../../../../src/llm/anthropic/anthropic.provider';
-import { answerWith, FakeFetch } from '../../../support/fake-http';
+import { answerWith, FakeFetch } from '../../../support/fake-fetch';
 
 async function collect(stream: AsyncIterable<ChatStreamChunk>) {
   const out: { chunks: ChatStreamChunk[]; text: string; error?: unknown } = {

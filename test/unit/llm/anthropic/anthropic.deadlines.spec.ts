@@ -5,7 +5,7 @@ import {
   AnthropicProvider,
   type AnthropicProviderOptions,
 } from '../../../../src/llm/anthropic/anthropic.provider';
-import { FakeFetch, hangBeforeHeaders, openStream } from '../../../support/fake-http';
+import { FakeFetch, hangBeforeHeaders, openStream } from '../../../support/fake-fetch';
 
 /** One Messages API SSE event. */
 const event = (data: { type: string } & Record<string, unknown>) =>

@@ -1,7 +1,7 @@
 import type { ChatRequest, ChatStreamChunk, ToolCall } from '../../../../src/contracts';
 import { ProviderError } from '../../../../src/llm/provider-error';
 import { OpenAiCompatibleProvider } from '../../../../src/llm/openai-compatible/openai-compatible.provider';
-import { answerWith, FakeFetch, sseAnswer } from '../../../support/fake-http';
+import { answerWith, FakeFetch, sseAnswer } from '../../../support/fake-fetch';
 
 interface Collected {
   chunks: ChatStreamChunk[];

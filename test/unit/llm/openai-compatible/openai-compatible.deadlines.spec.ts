@@ -12,7 +12,7 @@ import {
   hangBeforeHeaders,
   openStream,
   sseAnswer,
-} from '../../../support/fake-http';
+} from '../../../support/fake-fetch';
 
 /** A chat-completions chunk carrying `content` (and a finish reason when given). */
 const chunk = (content: string, finish: string | null = null) =>

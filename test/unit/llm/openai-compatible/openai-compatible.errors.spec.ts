@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { APIUserAbortError } from 'openai';
-import { FakeOpenAiServer } from '../../../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../../../src/testing';
 import type { ChatRequest, ChatStreamChunk, ToolCall } from '../../../../src/contracts';
 import { ProviderError } from '../../../../src/llm/provider-error';
 import {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { APIError, APIUserAbortError } from 'openai';
-import { FakeOpenAiServer } from '../../../support/fake-openai-server';
+import { FakeOpenAiServer } from '../../../../src/testing';
 import type { ChatRequest, ChatStreamChunk, ProviderUsage } from '../../../../src/contracts/llm';
 import type { ModelMessage, ToolCall } from '../../../../src/contracts/messages';
 import { ProviderError } from '../../../../src/llm/provider-error';

@@ -29,7 +29,11 @@ const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as 
   files: string[];
 };
 
-/** Packages the repository's server needs but a host that embeds the library must not get. */
+/**
+ * Packages the repository's server needs but the library must never bring into a host: a host
+ * has one only when its own package.json asks for it (this example does for the API entry's
+ * optional peers, not for the stores' or Anthropic's).
+ */
 const SERVER_ONLY = [
   '@nestjs/platform-express',
   '@nestjs/platform-socket.io',
@@ -175,11 +179,11 @@ describe('the packed library in a host application (examples/host-app)', () => {
       filter: (source) => !/[\\/](node_modules|dist|package-lock\.json|[^\\/]+\.tgz)$/.test(source),
     });
     const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
-    manifest.dependencies = {
-      ...manifest.dependencies,
-      ...versions,
-      [PACKAGE.name]: `file:${tarball}`,
-    };
+    for (const [name, version] of Object.entries(versions)) {
+      const section = name in manifest.devDependencies ? 'devDependencies' : 'dependencies';
+      manifest[section][name] = version;
+    }
+    manifest.dependencies[PACKAGE.name] = `file:${tarball}`;
     writeFileSync(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
     await must('npm', npmInstall, app);
     await must('npm', ['run', 'build'], app);
@@ -241,9 +245,14 @@ describe('the packed library in a host application (examples/host-app)', () => {
     });
   }
 
-  /** The host's installed tree: one copy of Nest's DI, and nothing of the server, anywhere. */
+  /**
+   * The host's installed tree: one copy of Nest's DI, and nothing of the server that the host
+   * did not ask for itself, anywhere.
+   */
   function expectHostTree(app: string, nestMajor: number) {
     const copies = installedPackages(join(app, 'node_modules'));
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
+    const asked = new Set(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies }));
     const majors = (name: string) => (copies.get(name) ?? []).map((v) => Number(v.split('.')[0]));
     for (const name of ['@nestjs/common', '@nestjs/core']) {
       expect({ name, majors: majors(name) }).toEqual({ name, majors: [nestMajor] });
@@ -251,9 +260,14 @@ describe('the packed library in a host application (examples/host-app)', () => {
     for (const name of ['@nestjs/event-emitter', 'reflect-metadata', 'rxjs', PACKAGE.name]) {
       expect({ name, copies: copies.get(name)?.length }).toEqual({ name, copies: 1 });
     }
-    for (const name of SERVER_ONLY) {
+    for (const name of SERVER_ONLY.filter((n) => !asked.has(n))) {
       expect({ name, installed: copies.get(name) }).toEqual({ name, installed: undefined });
     }
+    expect(SERVER_ONLY.filter((n) => !asked.has(n))).toEqual([
+      'better-sqlite3',
+      'pg',
+      '@anthropic-ai/sdk',
+    ]);
   }
 
   /**
@@ -415,6 +429,24 @@ describe('the packed library in a host application (examples/host-app)', () => {
     );
 
     await expectTestingEntry(app);
+
+    // The example's own jest e2e test: the API entry embedded under /api/agent, driven over
+    // REST and Socket.IO, the model the testing entry's fake server.
+    const tested = await run('npm', ['test', '--', '--ci', '--json'], app, childEnv(), 180_000);
+    const report = JSON.parse(tested.stdout.slice(tested.stdout.indexOf('{'))) as {
+      success: boolean;
+      numPassedTests: number;
+      numFailedTests: number;
+      numPendingTests: number;
+    };
+    expect({
+      code: tested.code,
+      success: report.success,
+      failed: report.numFailedTests,
+      skipped: report.numPendingTests,
+      out: report.success ? '' : tested.stderr,
+    }).toEqual({ code: 0, success: true, failed: 0, skipped: 0, out: '' });
+    expect(report.numPassedTests).toBeGreaterThanOrEqual(5);
   });
 
   it('NestJS 12: the same example on the ESM packages, loaded through require(esm)', async () => {
@@ -423,6 +455,12 @@ describe('the packed library in a host application (examples/host-app)', () => {
       '@nestjs/core': '^12.0.0',
       '@nestjs/event-emitter': '^12.0.0',
       '@nestjs/config': '^12.0.0',
+      '@nestjs/platform-express': '^12.0.0',
+      '@nestjs/platform-socket.io': '^12.0.0',
+      '@nestjs/swagger': '^12.0.0',
+      '@nestjs/terminus': '^12.0.0',
+      '@nestjs/websockets': '^12.0.0',
+      '@nestjs/testing': '^12.0.0',
     });
     expectHostTree(app, 12);
     // require(esm) is on by default from Node 20.19 / 22.12; older 20.x/22.x need the flag.

@@ -14,6 +14,7 @@ import {
   ApiBearerAuth,
   ApiNoContentResponse,
   ApiNotFoundResponse,
+  ApiNotImplementedResponse,
   ApiOkResponse,
   ApiOperation,
   ApiTags,
@@ -30,6 +31,7 @@ import {
   ErrorResponse,
   HistoryResponse,
   QueueResponse,
+  SessionListResponse,
   SessionResponse,
   StoppedAllResponse,
   StoppedResponse,
@@ -42,8 +44,10 @@ import {
   HISTORY_PAGE,
   HistoryQueryDto,
   ModelRefDto,
+  SessionListQueryDto,
   SessionSettingsDto,
 } from './agent.dto';
+import { SESSION_PAGE } from '../../agent';
 import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
@@ -159,6 +163,24 @@ export class SessionsController {
     return this.api.historyOf(sessionId, {
       limit: query.limit ?? HISTORY_PAGE.default,
       ...(query.before ? { before: query.before } : {}),
+    });
+  }
+
+  // `GET /agent/sessions` has no parameter segment: `GET :sessionId` never takes it.
+  @Get()
+  @ApiOperation({
+    summary: 'The sessions, most recent activity first, a page at a time (`nextCursor`)',
+  })
+  @ApiOkResponse({ type: SessionListResponse })
+  @ApiNotImplementedResponse({
+    type: ErrorResponse,
+    description: 'The bound session store cannot list sessions (no listByActivity)',
+  })
+  list(@Query() query: SessionListQueryDto): Promise<SessionListResponse> {
+    return this.api.sessions({
+      limit: query.limit ?? SESSION_PAGE.default,
+      ...(query.cursor ? { cursor: query.cursor } : {}),
+      ...(query.state ? { state: query.state } : {}),
     });
   }
 }

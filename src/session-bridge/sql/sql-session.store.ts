@@ -189,7 +189,8 @@ export class SqlSessionStore implements SessionStore {
           eb(
             eb.refTuple('active_at', 'session_id'),
             '<',
-            eb.tuple(after.activeAt, normaliseText(after.sessionId)),
+            // A cursor is the caller's text: kept to what the database can compare.
+            eb.tuple(normaliseText(after.activeAt), normaliseText(after.sessionId)),
           ),
         );
       }

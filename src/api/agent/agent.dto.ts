@@ -14,15 +14,12 @@ import {
   Max,
   MaxLength,
   Min,
-  ValidateBy,
   ValidateIf,
   ValidateNested,
-  buildMessage,
   type ValidationOptions,
 } from 'class-validator';
-import { decodeSessionCursor, SESSION_PAGE } from '../../agent';
-import type { Actor, MessageAttachment, ModelRef, SessionState } from '../../contracts';
-import { MAX_ID_LENGTH, NoControlChars } from '../http/validation';
+import type { Actor, MessageAttachment, ModelRef } from '../../contracts';
+import { MAX_ID_LENGTH, NoControlChars, toInteger } from '../http/validation';
 
 /** Longest `reason` of an abort or a clear. */
 export const MAX_REASON_LENGTH = 1000;
@@ -160,10 +157,6 @@ export class WaitQueryDto {
 /** Default and largest page of `GET .../history`. */
 export const HISTORY_PAGE = { default: 100, max: 1000 } as const;
 
-/** A whole number from a query string (`'20'` -> 20); anything else is left for validation. */
-const toInteger = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
-
 /** Query of `GET /agent/sessions/:sessionId/history`. */
 export class HistoryQueryDto {
   @ApiPropertyOptional({
@@ -183,59 +176,6 @@ export class HistoryQueryDto {
   @IsOptional()
   @IsIdentifier()
   before?: string;
-}
-
-/** The states a session is listed in. */
-export const SESSION_STATES: readonly SessionState[] = ['running', 'waiting', 'idle', 'held'];
-/** Longest `cursor` of `GET /agent/sessions` (real ones are a few dozen characters). */
-export const MAX_CURSOR_LENGTH = 2048;
-
-/** class-validator: a `nextCursor` of the session list (opaque, but it must decode). */
-const IsSessionCursor = (options?: ValidationOptions): PropertyDecorator =>
-  ValidateBy(
-    {
-      name: 'isSessionCursor',
-      validator: {
-        validate: (value: unknown) =>
-          typeof value === 'string' && decodeSessionCursor(value) !== undefined,
-        defaultMessage: buildMessage(
-          (each) => `${each}$property must be a nextCursor of this list`,
-          options,
-        ),
-      },
-    },
-    options,
-  );
-
-/** Query of `GET /agent/sessions`. */
-export class SessionListQueryDto {
-  @ApiPropertyOptional({
-    minimum: 1,
-    maximum: SESSION_PAGE.max,
-    default: SESSION_PAGE.default,
-    description: 'Sessions per page, most recent activity first',
-  })
-  @IsOptional()
-  @Transform(toInteger)
-  @IsInt()
-  @Min(1)
-  @Max(SESSION_PAGE.max)
-  limit?: number;
-
-  @ApiPropertyOptional({
-    maxLength: MAX_CURSOR_LENGTH,
-    description: 'The `nextCursor` of the page before (opaque): the next page',
-  })
-  @IsOptional()
-  @IsString()
-  @MaxLength(MAX_CURSOR_LENGTH)
-  @IsSessionCursor()
-  cursor?: string;
-
-  @ApiPropertyOptional({ enum: SESSION_STATES, description: 'Only the sessions in this state' })
-  @IsOptional()
-  @IsIn(SESSION_STATES)
-  state?: SessionState;
 }
 
 /** Body of `POST /agent/sessions/abort` ("stop all"). */

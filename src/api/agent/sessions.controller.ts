@@ -44,9 +44,9 @@ import {
   HISTORY_PAGE,
   HistoryQueryDto,
   ModelRefDto,
-  SessionListQueryDto,
   SessionSettingsDto,
 } from './agent.dto';
+import { SessionListQueryDto } from './session-list.dto';
 import { SESSION_PAGE } from '../../agent';
 import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';

@@ -12,6 +12,8 @@ import {
   type AbortOptions,
   type IncomingMessage,
   type ModelRef,
+  type SessionList,
+  type SessionListQuery,
   type SessionSettingsPatch,
   type SessionView,
   type Settlement,
@@ -136,6 +138,11 @@ export class AgentService
    */
   getSession(sessionId: string): Promise<SessionView | undefined> {
     return this.admin.getSession(sessionId);
+  }
+
+  /** Sessions with settings, most recent activity first, by pages: see `SessionListQuery`. */
+  listSessions(query: SessionListQuery = {}): Promise<SessionList> {
+    return this.admin.listSessions(query);
   }
 
   /**

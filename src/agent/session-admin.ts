@@ -2,16 +2,28 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   escapeForLog,
   ModelNotFoundError,
+  StoreMethodMissingError,
   WorkDispatcher,
   type AbortOptions,
+  type DispatchView,
   type ModelRef,
+  type SessionActivity,
+  type SessionActivityKey,
+  type SessionActivityQuery,
+  type SessionList,
+  type SessionListQuery,
   type SessionSettingsPatch,
   type SessionState,
+  type SessionSummary,
   type SessionView,
   type WorkDispatcher as WorkDispatcherPort,
 } from '../contracts';
 import { ModelRegistry } from '../llm';
+import { checkedListQuery, encodeSessionCursor } from './session-cursor';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
+
+/** Most session ids one `listByActivity` call filters by (a bound on query parameters). */
+const IDS_PER_QUERY = 500;
 
 /**
  * Session administration behind `AgentService` (issue 16): stop all, one session's state and
@@ -50,26 +62,86 @@ export class SessionAdmin {
   /** See `AgentService.getSession`. */
   async getSession(sessionId: string): Promise<SessionView | undefined> {
     const settings = await this.stores.sessions.get(sessionId);
-    const view = this.dispatcher.view;
-    const runningTurnId = view.runningTurn(sessionId);
-    const waiting = view.waitingCount(sessionId);
-    const held = view.isHeld(sessionId);
-    if (!settings && runningTurnId === undefined && waiting === 0 && !held) return undefined;
-    const state: SessionState = held
-      ? 'held'
-      : runningTurnId !== undefined
-        ? 'running'
-        : waiting > 0
-          ? 'waiting'
-          : 'idle';
+    const now = stateOf(this.dispatcher.view, sessionId);
+    if (!settings && now.state === 'idle') return undefined;
     return {
-      sessionId,
-      state,
-      ...(runningTurnId !== undefined ? { runningTurnId } : {}),
-      waiting,
+      ...now,
       settings: settingsOf(settings),
       ...(settings?.lastTurn ? { lastTurn: settings.lastTurn } : {}),
     };
+  }
+
+  /**
+   * See `AgentService.listSessions`: the sessions that have settings, most recent activity
+   * first, their state from this instance's view. Running and waiting ones are looked up by id
+   * (this instance knows them); the others are read in activity order, skipping the rest.
+   */
+  async listSessions(query: SessionListQuery = {}): Promise<SessionList> {
+    const { limit, after, state } = checkedListQuery(query);
+    if (!this.stores.sessions.listByActivity) {
+      throw new StoreMethodMissingError('sessions', 'listByActivity');
+    }
+    // One more than the page: whether another page follows, in the same read.
+    const found =
+      state === 'running' || state === 'waiting'
+        ? await this.listActive(state, limit + 1, after)
+        : await this.scan(limit + 1, after, state);
+    const sessions = found.slice(0, limit);
+    if (found.length <= limit) return { sessions };
+    const last = sessions[sessions.length - 1];
+    return {
+      sessions,
+      nextCursor: encodeSessionCursor({ activeAt: last.updatedAt, sessionId: last.sessionId }),
+    };
+  }
+
+  /** Up to `want` sessions in `state` (or any) in activity order after `after`. */
+  private async scan(
+    want: number,
+    after: SessionActivityKey | undefined,
+    state: SessionState | undefined,
+  ): Promise<SessionSummary[]> {
+    const view = this.dispatcher.view;
+    // Filtering by idle skips at most the active sessions: one read usually suffices.
+    const batch = state ? want + view.activeSessions().length : want;
+    const found: SessionSummary[] = [];
+    for (let from = after; ;) {
+      const rows = await this.page({ limit: batch, ...(from ? { after: from } : {}) });
+      for (const row of rows) {
+        const summary = summaryOf(view, row);
+        if (!state || summary.state === state) found.push(summary);
+        if (found.length === want) return found;
+      }
+      if (rows.length < batch) return found;
+      const last = rows[rows.length - 1];
+      from = { activeAt: last.activeAt, sessionId: last.settings.sessionId };
+    }
+  }
+
+  /** Up to `want` of this instance's running (or waiting) sessions in activity order. */
+  private async listActive(
+    state: 'running' | 'waiting',
+    want: number,
+    after: SessionActivityKey | undefined,
+  ): Promise<SessionSummary[]> {
+    const view = this.dispatcher.view;
+    const ids = view.activeSessions().filter((id) => stateOf(view, id).state === state);
+    const reads: Promise<SessionActivity[]>[] = [];
+    for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
+      const sessionIds = ids.slice(i, i + IDS_PER_QUERY);
+      reads.push(this.page({ limit: want, sessionIds, ...(after ? { after } : {}) }));
+    }
+    return (await Promise.all(reads))
+      .flat()
+      .sort(byActivity)
+      .map((row) => summaryOf(view, row))
+      .filter((summary) => summary.state === state)
+      .slice(0, want);
+  }
+
+  /** One read of the store's activity order (its presence is checked by `listSessions`). */
+  private page(query: SessionActivityQuery): Promise<SessionActivity[]> {
+    return this.stores.sessions.listByActivity!(query);
   }
 
   /** See `AgentService.assignModel` (S6). */
@@ -96,6 +168,41 @@ export class SessionAdmin {
       );
     }
   }
+}
+
+/** What the session is doing now, from this instance's view. */
+function stateOf(
+  view: DispatchView,
+  sessionId: string,
+): Pick<SessionView, 'sessionId' | 'state' | 'runningTurnId' | 'waiting'> {
+  const runningTurnId = view.runningTurn(sessionId);
+  const waiting = view.waitingCount(sessionId);
+  const state: SessionState = view.isHeld(sessionId)
+    ? 'held'
+    : runningTurnId !== undefined
+      ? 'running'
+      : waiting > 0
+        ? 'waiting'
+        : 'idle';
+  return { sessionId, state, ...(runningTurnId !== undefined ? { runningTurnId } : {}), waiting };
+}
+
+/** One listed session: its state now, its last turn and model, its last activity. */
+function summaryOf(view: DispatchView, { settings, activeAt }: SessionActivity): SessionSummary {
+  return {
+    ...stateOf(view, settings.sessionId),
+    ...(settings.lastTurn ? { lastTurn: settings.lastTurn } : {}),
+    ...(settings.model ? { model: { ...settings.model } } : {}),
+    updatedAt: activeAt,
+  };
+}
+
+/** The list's order: most recent activity first, then session id, descending. */
+function byActivity(a: SessionActivity, b: SessionActivity): number {
+  if (a.activeAt !== b.activeAt) return a.activeAt < b.activeAt ? 1 : -1;
+  const x = a.settings.sessionId;
+  const y = b.settings.sessionId;
+  return x === y ? 0 : x < y ? 1 : -1;
 }
 
 /** The administrable part of the settings, only the fields that are set. */

@@ -74,6 +74,7 @@ export function guardStores(
       'generationOf',
       'advanceGeneration',
       'list',
+      'listByActivity',
     ]),
     history: guardStore(history, 'history', [
       'history',

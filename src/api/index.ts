@@ -2,6 +2,7 @@ export * from './api.module';
 export * from './api.module-definition';
 export * from './agent-backend';
 export * from './agent/agent.dto';
+export * from './agent/session-list.dto';
 export * from './agent/agent-response.dto';
 export * from './agent/agent.mapping';
 export * from './agent/agent-api.service';

@@ -70,3 +70,18 @@ export class TurnAbortedError extends AgentError {
     super('The turn was stopped');
   }
 }
+
+/**
+ * A store bound by the host lacks an optional method that a call needs (e.g.
+ * `SessionStore.listByActivity` for the session list). The REST routes answer `501`.
+ */
+export class StoreMethodMissingError extends AgentError {
+  constructor(
+    /** Which store: `'sessions'`, ... */
+    readonly store: string,
+    /** The missing method, e.g. `'listByActivity'`. */
+    readonly method: string,
+  ) {
+    super(`The ${store} store does not implement ${method}(), which this call needs`);
+  }
+}

@@ -40,18 +40,105 @@ export interface SessionView {
   lastTurn?: SessionSettings['lastTurn'];
 }
 
+/** One session as `AgentService.listSessions` lists it. */
+export interface SessionSummary {
+  sessionId: string;
+  state: SessionState;
+  /** The running turn's id (state `running`). */
+  runningTurnId?: string;
+  /** How many inputs wait (pending insertions and queued inputs). */
+  waiting: number;
+  lastTurn?: SessionSettings['lastTurn'];
+  /** The session's conversation model, when one is set. */
+  model?: ModelRef;
+  /**
+   * ISO-8601 time of the session's last activity (its last accepted input or ended turn; when
+   * its settings were created, before either): what the list is ordered by.
+   */
+  updatedAt: string;
+}
+
 /**
- * Session state the agent reads and writes: settings, generations and model assignment.
+ * A query of `AgentService.listSessions`, which answers the sessions that have settings, most
+ * recent activity first, their state as `getSession` shows it. It throws a `TypeError` naming a
+ * bad field, and `StoreMethodMissingError` when the bound `SessionStore` has no `listByActivity`.
+ */
+export interface SessionListQuery {
+  /** Sessions per page: 1 to 200, 50 when absent. */
+  limit?: number;
+  /** `nextCursor` of the page before: the next page. */
+  cursor?: string;
+  /** Only the sessions in this state. */
+  state?: SessionState;
+}
+
+/** A page of `AgentService.listSessions`: most recent activity first. */
+export interface SessionList {
+  sessions: SessionSummary[];
+  /** Present when more sessions follow: the `cursor` of the next page (opaque). */
+  nextCursor?: string;
+}
+
+/**
+ * A session's place in the activity order of `SessionStore.listByActivity`: its last activity
+ * (ISO-8601) and its id. Sessions are ordered by activity, most recent first, then by id
+ * (descending, in binary order) among equal times.
+ */
+export interface SessionActivityKey {
+  activeAt: string;
+  sessionId: string;
+}
+
+/** A page query of `SessionStore.listByActivity`. */
+export interface SessionActivityQuery {
+  /** Most sessions to return (1 or more). */
+  limit: number;
+  /** Only the sessions that come after this place in the order (exclusive): the next page. */
+  after?: SessionActivityKey;
+  /** Only these sessions (a store must honour it): the agent lists running ones with it. */
+  sessionIds?: readonly string[];
+}
+
+/** One session as `SessionStore.listByActivity` answers it: its settings and last activity. */
+export interface SessionActivity {
+  settings: SessionSettings;
+  /**
+   * ISO-8601 time of the session's last activity: its last accepted input or ended turn; when it
+   * had neither yet, when its settings were created.
+   */
+  activeAt: string;
+}
+
+/** Options of `SessionStore.ensure`. */
+export interface SessionEnsureOptions {
+  /**
+   * An input of the session was accepted at this time (ISO-8601): the session's activity moves
+   * to it (never back), in the same write that creates the settings when they are missing.
+   */
+  activeAt?: string;
+}
+
+/**
+ * Session state the agent reads and writes: settings, generations and model assignment, and
+ * each session's last activity (an accepted input or an ended turn) for the session list.
  * Bind your own with `{ provide: SessionStore, useValue: mine }`.
  */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionSettings | undefined>;
-  /** Creates the settings when missing (with `defaults`); returns them unchanged otherwise. */
+  /**
+   * Creates the settings when missing (with `defaults`); returns them unchanged otherwise. With
+   * `options.activeAt` it also records the session's activity (see `SessionEnsureOptions`).
+   */
   ensure(
     sessionId: string,
     defaults?: Omit<SessionSettings, 'sessionId'>,
+    options?: SessionEnsureOptions,
   ): Promise<SessionSettings>;
-  /** Changes existing settings; throws `SessionNotFoundError` when there are none. */
+  /**
+   * Changes existing settings; throws `SessionNotFoundError` when there are none. A patch with
+   * a `lastTurn` that has `endedAt` (a turn ended) moves the session's activity to that time
+   * (never back), in the same write.
+   */
   update(sessionId: string, patch: Omit<SessionSettings, 'sessionId'>): Promise<SessionSettings>;
   /** Removes the settings (the generation counter is kept). */
   delete(sessionId: string): Promise<void>;
@@ -61,6 +148,14 @@ export interface SessionStore {
   advanceGeneration(sessionId: string): Promise<number>;
   /** Ids of sessions that have settings. */
   list?(): Promise<string[]>;
+  /**
+   * Optional: the sessions that have settings, most recent activity first (then id, descending),
+   * at most `limit`, after `query.after` when given. `AgentService.listSessions` (and
+   * `GET /agent/sessions`) needs it: without it they refuse with `StoreMethodMissingError`.
+   * Paging by the last answer's place is stable: a session whose activity changes meanwhile
+   * moves ahead of the pages already read and never makes an unchanged one be skipped.
+   */
+  listByActivity?(query: SessionActivityQuery): Promise<SessionActivity[]>;
 }
 
 /** Injection token of the session store. */

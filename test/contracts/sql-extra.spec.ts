@@ -2,9 +2,15 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Migrator, sql } from 'kysely';
+import { CompiledQuery, Migrator, sql, type Kysely } from 'kysely';
 import { createSqlStores, SqlMessageLog, type NewMessage, type SqlStores } from '../../src';
-import { InCodeMigrationProvider, migrateToLatest, openDatabase } from '../../src/session-bridge';
+import {
+  InCodeMigrationProvider,
+  migrateToLatest,
+  openDatabase,
+  type Database,
+  type SqlDialect,
+} from '../../src/session-bridge';
 import {
   closeAll,
   describePg,
@@ -15,7 +21,7 @@ import {
 } from './sql-test-db';
 
 /** Every migration, in run order. */
-const MIGRATIONS = ['0001_initial', '0002_inbox'];
+const MIGRATIONS = ['0001_initial', '0002_inbox', '0003_session_activity'];
 
 const msg = (sessionId: string, content: string, extra: Partial<NewMessage> = {}): NewMessage => ({
   sessionId,
@@ -24,6 +30,58 @@ const msg = (sessionId: string, content: string, extra: Partial<NewMessage> = {}
   metadata: {},
   ...extra,
 });
+
+/**
+ * A database of the second schema version (no session activity) with three sessions written by
+ * it, migrated to the latest: the migration's names, then the stores' listing of them.
+ */
+async function migratedFromInbox(url: string, open: SqlStores[]) {
+  const opened = await openDatabase(url);
+  let ran: string[];
+  try {
+    const provider = new InCodeMigrationProvider(opened.dialect);
+    const migrator = new Migrator({ db: opened.db, provider });
+    expect((await migrator.migrateTo('0002_inbox')).error).toBeUndefined();
+    for (const [id, updated] of [
+      ['old-a', '2020-01-01T00:00:03.000Z'],
+      ['old-b', '2020-01-01T00:00:01.000Z'],
+      ['old-c', '2020-01-01T00:00:02.000Z'],
+    ]) {
+      await sql`insert into sessions (session_id, kind, settings, created_at, updated_at)
+        values (${id}, null, ${'{"think":true}'}, ${'2020-01-01T00:00:00.000Z'}, ${updated})`.execute(
+        opened.db,
+      );
+    }
+    ran = await migrateToLatest(opened.db, opened.dialect);
+  } finally {
+    await opened.close();
+  }
+  const upgraded = await createSqlStores(url);
+  open.push(upgraded);
+  return { ran, upgraded };
+}
+
+/** The plan of the store's list query (the page after a place), with sequential scans off. */
+async function listingPlan(db: Kysely<Database>, dialect: SqlDialect): Promise<string> {
+  const query = db
+    .selectFrom('sessions')
+    .select(['session_id', 'settings', 'active_at'])
+    .where((eb) =>
+      eb(eb.refTuple('active_at', 'session_id'), '<', eb.tuple('2999-01-01T00:00:00.000Z', 'x')),
+    )
+    .orderBy('active_at', 'desc')
+    .orderBy('session_id', 'desc')
+    .limit(50)
+    .compile();
+  return db.connection().execute(async (conn) => {
+    if (dialect === 'postgres') await sql`set enable_seqscan = off`.execute(conn);
+    const prefix = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
+    const { rows } = await conn.executeQuery(
+      CompiledQuery.raw(prefix + query.sql, [...query.parameters]),
+    );
+    return rows.map((r) => Object.values(r as object).join(' ')).join('\n');
+  });
+}
 
 describe('SQL stores: SQLite specifics', () => {
   let file: TempDb;
@@ -102,7 +160,8 @@ describe('SQL stores: SQLite specifics', () => {
       expect((await migrator.migrateTo('0001_initial')).error).toBeUndefined();
       // Written by the first version, which had no inbox.
       await new SqlMessageLog(opened.db).append([msg('s', 'old')]);
-      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(['0002_inbox']);
+      // The inbox, then every later migration.
+      expect(await migrateToLatest(opened.db, opened.dialect)).toEqual(MIGRATIONS.slice(1));
     } finally {
       await opened.close();
     }
@@ -111,6 +170,34 @@ describe('SQL stores: SQLite specifics', () => {
     expect((await upgraded.log.history('s')).map((m) => m.content)).toEqual(['old']);
     await upgraded.inbox.accept({ id: 'in-1', sessionId: 's', content: 'new' });
     expect(await upgraded.inbox.unsettled('s')).toHaveLength(1);
+  });
+
+  it('a database without session activity is migrated: its sessions listed by their last change, then by new activity', async () => {
+    const { ran, upgraded } = await migratedFromInbox(file.url, open);
+
+    expect(ran).toEqual(['0003_session_activity']);
+    const listed = await upgraded.sessions.listByActivity({ limit: 10 });
+    expect(listed.map((r) => [r.settings.sessionId, r.activeAt])).toEqual([
+      ['old-a', '2020-01-01T00:00:03.000Z'],
+      ['old-c', '2020-01-01T00:00:02.000Z'],
+      ['old-b', '2020-01-01T00:00:01.000Z'],
+    ]);
+    expect(listed[0].settings).toEqual({ sessionId: 'old-a', think: true });
+    await upgraded.sessions.ensure('old-b', {}, { activeAt: '2021-01-01T00:00:00.000Z' });
+    const [first] = await upgraded.sessions.listByActivity({ limit: 1 });
+    expect(first.settings.sessionId).toBe('old-b');
+  });
+
+  it('the session list is one range scan of the sessions_activity index', async () => {
+    const opened = await openDatabase(file.url);
+    try {
+      await migrateToLatest(opened.db, opened.dialect);
+      const plan = await listingPlan(opened.db, opened.dialect);
+      expect(plan).toMatch(/USING (COVERING )?INDEX sessions_activity/);
+      expect(plan).not.toMatch(/TEMP B-TREE/);
+    } finally {
+      await opened.close();
+    }
   });
 
   it('another process writing the same file at the same time waits instead of failing', async () => {
@@ -277,6 +364,38 @@ describePg('SQL stores: PostgreSQL specifics', () => {
     );
     expect(accepted.filter((r) => !r.duplicate)).toHaveLength(1);
     expect(await b.inbox.unsettled(sid)).toEqual([accepted[0].entry]);
+  });
+
+  it('a schema without session activity is migrated: its sessions listed by their last change, in binary order', async () => {
+    const { ran, upgraded } = await migratedFromInbox(schema.url, open);
+
+    expect(ran).toEqual(['0003_session_activity']);
+    expect(
+      (await upgraded.sessions.listByActivity({ limit: 10 })).map((r) => r.settings.sessionId),
+    ).toEqual(['old-a', 'old-c', 'old-b']);
+    // Ids that a linguistic collation would order otherwise: binary order, as the other stores.
+    for (const id of ['a-b', 'aB', 'ab', 'a_c']) {
+      await upgraded.sessions.ensure(id, {}, { activeAt: '2021-01-01T00:00:00.000Z' });
+    }
+    const tied = await upgraded.sessions.listByActivity({ limit: 4 });
+    expect(tied.map((r) => r.settings.sessionId)).toEqual(['ab', 'a_c', 'aB', 'a-b']);
+    const next = await upgraded.sessions.listByActivity({
+      limit: 4,
+      after: { activeAt: tied[1].activeAt, sessionId: 'a_c' },
+    });
+    expect(next.map((r) => r.settings.sessionId)).toEqual(['aB', 'a-b', 'old-a', 'old-c']);
+  });
+
+  it('the session list is a scan of the sessions_activity index', async () => {
+    const opened = await openDatabase(schema.url);
+    try {
+      await migrateToLatest(opened.db, opened.dialect);
+      const plan = await listingPlan(opened.db, opened.dialect);
+      expect(plan).toMatch(/Index Scan Backward using sessions_activity/);
+      expect(plan).not.toMatch(/Sort|Seq Scan/);
+    } finally {
+      await opened.close();
+    }
   });
 
   it('migrations run twice are a no-op', async () => {

@@ -152,6 +152,7 @@ export function everyStoreCall(stores: SqlStores, sid: string) {
     ['sessions', () => stores.sessions.generationOf(sid)],
     ['sessions', () => stores.sessions.advanceGeneration(sid)],
     ['sessions', () => stores.sessions.list()],
+    ['sessions', () => stores.sessions.listByActivity({ limit: 2 })],
     ['archive', () => stores.log.append([msg(sid)])],
     ['history', () => stores.log.history(sid, { limit: 2 })],
     ['history', () => stores.log.count(sid)],

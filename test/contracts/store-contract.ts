@@ -11,6 +11,7 @@ import {
   type SessionStore,
 } from '../../src';
 import { describeInboxContract } from './store-contract.inbox';
+import { describeSessionListingContract } from './store-contract.listing';
 import { describeTextPolicyContract } from './store-contract.text';
 
 /** The ports one adapter provides. */
@@ -42,7 +43,7 @@ const shape = (messages: readonly Message[]) => messages.map((m) => `${m.role}:$
 
 /**
  * The contract every `HistoryStore` + `MessageArchive` + `SessionStore` + `InputInbox` adapter
- * holds (P3, P4, U5, S6, S7, the inbox, the text policy). Adapter-agnostic: each test works on fresh random
+ * holds (P3, P4, U5, S6, S7, the inbox, the text policy, the session list). Adapter-agnostic: each test works on fresh random
  * session ids. `makeStores` is called before each test, `cleanup` after it. One test calls
  * `clear()` (all sessions): give a database adapter a database or schema of its own.
  */
@@ -432,6 +433,11 @@ export function describeHistoryContract(
     describeTextPolicyContract(
       () => stores,
       () => sid,
+    );
+    describeSessionListingContract(
+      () => stores,
+      () => sid,
+      traits,
     );
   });
 }

@@ -12,6 +12,7 @@ const ROUTES: { method: Method; path: string }[] = [
   { method: 'post', path: '/agent/sessions/:id/abort' },
   { method: 'put', path: '/agent/sessions/:id/model' },
   { method: 'post', path: '/agent/sessions/clear' },
+  { method: 'get', path: '/agent/sessions' },
   { method: 'delete', path: '/agent/sessions/:id' },
   { method: 'get', path: '/agent/sessions/:id/queue' },
   { method: 'get', path: '/agent/sessions/:id/usage' },
@@ -156,6 +157,22 @@ const query = fc.oneof(
     .map((q) => `?${new URLSearchParams(q).toString()}`),
 );
 
+/** Queries of the session list: its fields with odd values, or any fields. */
+const listQuery = fc.oneof(
+  fc.constantFrom('', '?limit=1', '?limit=0', '?limit=-1', '?limit=1e3', '?limit[a]=1'),
+  fc.constantFrom('?state=held', '?state=', '?state=idle&state=held', '?cursor=', '?cursor=%'),
+  fc
+    .tuple(fc.string({ maxLength: 40 }), fc.string({ maxLength: 8 }))
+    .map(
+      ([at, id]) =>
+        `?limit=2&cursor=${Buffer.from(JSON.stringify([at, id])).toString('base64url')}`,
+    ),
+  fc
+    .string({ maxLength: 60 })
+    .map((c) => `?cursor=${encodeURIComponent(Buffer.from(c).toString('base64url'))}`),
+  query,
+);
+
 /** Header values: visible ASCII (what an HTTP client can send at all). */
 const headerValue = fc.string({
   unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
@@ -229,11 +246,12 @@ describe('fuzz: random JSON bodies and headers on every route (no 5xx, no crash)
     await fc.assert(
       fc.asyncProperty(
         segment,
-        query,
+        route.path === '/agent/sessions' ? listQuery : query,
         headers,
         rawBodyFor(route.path),
         async (id, q, head, body) => {
-          const path = route.path.replace(':id', id) + (route.path === '/agent/messages' ? q : '');
+          const queried = route.path === '/agent/messages' || route.path === '/agent/sessions';
+          const path = route.path.replace(':id', id) + (queried ? q : '');
           let req = a.http()[route.method](path).timeout(10_000);
           for (const [name, value] of Object.entries(head)) req = req.set(name, value);
           const res = await (route.method === 'get' && !body ? req : req.send(body));

@@ -6,6 +6,7 @@ const ADMIN_ROUTES: { method: 'get' | 'post' | 'put' | 'delete'; path: string; b
   { method: 'post', path: '/agent/messages', body: { sessionId: 'auth', content: 'hi' } },
   { method: 'post', path: '/agent/sessions/auth/abort', body: {} },
   { method: 'post', path: '/agent/sessions/abort', body: {} },
+  { method: 'get', path: '/agent/sessions' },
   { method: 'get', path: '/agent/sessions/auth' },
   { method: 'put', path: '/agent/sessions/auth', body: { think: true } },
   { method: 'put', path: '/agent/sessions/auth/model', body: { model: 'm' } },
@@ -559,6 +560,7 @@ describe('REST API (README: REST API)', () => {
         [
           'POST /agent/messages',
           'POST /agent/sessions/abort',
+          'GET /agent/sessions',
           'GET /agent/sessions/{sessionId}',
           'PUT /agent/sessions/{sessionId}',
           'POST /agent/sessions/{sessionId}/abort',

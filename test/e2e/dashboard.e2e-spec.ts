@@ -4,7 +4,12 @@ import { dirname, join, resolve } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { ToolRegistry } from '../../src/agent';
 import { DASHBOARD_CSP } from '../../src/api/dashboard/dashboard.controller';
-import type { TokenUsageEvent } from '../../src/contracts';
+import {
+  MessageArchive,
+  type MessageArchive as MessageArchivePort,
+  type NewMessage,
+  type TokenUsageEvent,
+} from '../../src/contracts';
 import { ApiApp, TEST_TOKEN } from '../support/api-app';
 import { TestBrowser, chromiumInstalled, missingChromiumMessage } from '../support/browser';
 
@@ -151,6 +156,12 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     await called;
     return (await started).turnId;
   }
+
+  /** A data attribute of every element of a test id, in document order. */
+  const attributesOf = (page: Page, testId: string, key: string) =>
+    page.evaluate<string[]>(
+      `[...document.querySelectorAll('[data-testid="${testId}"]')].map((n) => n.dataset.${key})`,
+    );
 
   /** The token stored for the tab. */
   const storedToken = (page: Page) =>
@@ -538,5 +549,99 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     } finally {
       dispose();
     }
+  });
+  it('lists the sessions made before the page opened, most recent first, again after a reload; more load when the list is scrolled to its end', async () => {
+    // Older than the named ones: 55 sessions with settings only, so the list has a second page.
+    for (let i = 0; i < 55; i++) {
+      const id = `dash-bulk-${String(i).padStart(2, '0')}`;
+      await a.http().put(`/agent/sessions/${id}`).set(a.auth).send({}).expect(200);
+    }
+    for (const id of ['dash-old-1', 'dash-old-2']) {
+      await a
+        .http()
+        .post('/agent/messages?wait=true')
+        .set(a.auth)
+        .send({ sessionId: id, content: 'before the page opened' })
+        .expect(200);
+    }
+    await a.http().put('/agent/sessions/dash-old-settings').set(a.auth).send({}).expect(200);
+
+    const page = await openDashboard();
+    const items = page.getByTestId('session-item');
+    const listed = () => attributesOf(page, 'session-item', 'sessionId');
+    await items.filter({ hasText: 'dash-old-1' }).waitFor();
+
+    const first = await listed();
+    expect(first.slice(0, 3)).toEqual(['dash-old-settings', 'dash-old-2', 'dash-old-1']);
+    expect(first).toHaveLength(50);
+    expect(first).not.toContain('dash-bulk-00');
+    await page
+      .locator(
+        '[data-testid="session-item"][data-session-id="dash-old-settings"][data-state="idle"]',
+      )
+      .waitFor();
+
+    await page.getByTestId('session-list-more').scrollIntoViewIfNeeded();
+    await items.filter({ hasText: 'dash-bulk-00' }).waitFor();
+    const all = await listed();
+    expect(all.slice(0, 50)).toEqual(first);
+    expect(new Set(all).size).toBe(all.length);
+
+    await page.reload();
+    await page.locator('[data-testid="connection-status"][data-state="live"]').waitFor();
+    await items.filter({ hasText: 'dash-old-1' }).waitFor();
+    expect((await listed()).slice(0, 3)).toEqual(['dash-old-settings', 'dash-old-2', 'dash-old-1']);
+  });
+
+  it("a session's older turns load page by page when its turns are scrolled to the end, down to the first", async () => {
+    const sessionId = 'dash-long';
+    const start = Date.parse('2024-01-01T00:00:00.000Z');
+    const turnIds = Array.from({ length: 250 }, (_, i) => `long-${String(i).padStart(3, '0')}`);
+    // 500 persisted messages, a turn a second: more than one history page (400) holds.
+    const history: NewMessage[] = turnIds.flatMap((turnId, i) => {
+      const createdAt = new Date(start + i * 1000).toISOString();
+      return [
+        {
+          sessionId,
+          role: 'user' as const,
+          content: `question ${i}`,
+          metadata: { turnId, turnEntry: 'opened' },
+          createdAt,
+        },
+        {
+          sessionId,
+          role: 'assistant' as const,
+          content: `answer ${i}`,
+          metadata: { turnId, turnRecord: { outcome: 'replied' } },
+          createdAt,
+        },
+      ];
+    });
+    await a.app.get<MessageArchivePort>(MessageArchive).append(history);
+
+    const page = await openDashboard();
+    await page.getByTestId('watch-input').fill(sessionId);
+    await page.getByTestId('watch-submit').click();
+    const turns = page.getByTestId('turn');
+    const shown = () => attributesOf(page, 'turn', 'turnId');
+    await turnOf(page, 'long-249').waitFor();
+
+    // The newest turns first, as many as the page keeps (50); the older ones on scrolling.
+    expect(await shown()).toEqual([...turnIds].reverse().slice(0, 50));
+    const more = page.getByTestId('history-more');
+    for (let loads = 1; !(await turnOf(page, 'long-000').count()); loads++) {
+      expect(loads).toBeLessThanOrEqual(4);
+      const before = await turns.count();
+      await more.scrollIntoViewIfNeeded();
+      // More turns than before: the next older page is in.
+      await turns.nth(before).waitFor();
+    }
+
+    expect(await shown()).toEqual([...turnIds].reverse());
+    await more.waitFor({ state: 'hidden' });
+    await turnOf(page, 'long-000')
+      .getByTestId('turn-inputs')
+      .filter({ hasText: 'question 0' })
+      .waitFor();
   });
 });

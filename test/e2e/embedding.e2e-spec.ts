@@ -264,6 +264,20 @@ describe('AgentApiModule embedded in a host app (prefix /api, path agent)', () =
     expect(stopped.body).toEqual({ stopped: ['embed-3'] });
   });
 
+  it('lists the sessions through the embedded route, most recent activity first', async () => {
+    const listed = await request(host.url).get('/api/agent/sessions?limit=2').set(auth).expect(200);
+    expect(listed.body.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([
+      'embed-3',
+      'embed-2',
+    ]);
+    const rest = await request(host.url)
+      .get(`/api/agent/sessions?limit=50&cursor=${encodeURIComponent(listed.body.nextCursor)}`)
+      .set(auth)
+      .expect(200);
+    expect(rest.body.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual(['embed-1']);
+    expect(rest.body.nextCursor).toBeUndefined();
+  });
+
   it("AgentHealthIndicator in the host's own terminus check", async () => {
     const health = await request(host.url).get('/api/status').expect(200);
     expect(health.body.status).toBe('ok');

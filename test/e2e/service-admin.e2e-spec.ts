@@ -12,7 +12,7 @@ import { AgentHarness } from '../support/agent-harness';
  * What a library host gets by DI from `AgentService`: clearing and deletion that do the whole
  * job (the REST routes call the same methods), and the awaitable abort.
  */
-describe('AgentService administration (clearHistory, deleteSession, abortAsync, abortAll)', () => {
+describe('AgentService administration (clearHistory, deleteSession, abortAsync, abortAll, listSessions)', () => {
   let h: AgentHarness;
   afterEach(() => h?.close());
 
@@ -157,5 +157,43 @@ describe('AgentService administration (clearHistory, deleteSession, abortAsync, 
       h.agent.updateSession('s', { think: 'yes' as unknown as boolean }),
     ).rejects.toThrow('think must be a boolean');
     expect(await h.agent.getSession('s')).toBeUndefined();
+  });
+
+  it('listSessions pages the sessions by cursor, most recent activity first: accepted inputs and ended turns count, settings changes do not', async () => {
+    h = await AgentHarness.start();
+    h.server.enqueue({ text: 'one' }, { text: 'two' });
+    await h.agent.handleMessage({ sessionId: 'a', content: 'hi' });
+    await h.agent.handleMessage({ sessionId: 'b', content: 'hi' });
+    await h.agent.updateSession('c', { think: true });
+    await h.agent.updateSession('a', { historyLimit: 5 });
+
+    const first = await h.agent.listSessions({ limit: 2 });
+    const rest = await h.agent.listSessions({ limit: 2, cursor: first.nextCursor });
+
+    expect(first.sessions.map((s) => `${s.sessionId}:${s.state}`)).toEqual(['c:idle', 'b:idle']);
+    expect(first.sessions[1]).toEqual({
+      sessionId: 'b',
+      state: 'idle',
+      waiting: 0,
+      lastTurn: expect.objectContaining({ outcome: 'replied' }),
+      updatedAt: first.sessions[1].lastTurn!.endedAt,
+    });
+    expect(rest).toEqual({ sessions: [expect.objectContaining({ sessionId: 'a' })] });
+    expect((await h.agent.listSessions()).sessions).toHaveLength(3);
+  });
+
+  it('listSessions refuses a bad limit, state or cursor with a TypeError naming the field', async () => {
+    h = await AgentHarness.start();
+
+    await expect(h.agent.listSessions({ limit: 0 })).rejects.toThrow(
+      'limit must be a whole number from 1 to 200',
+    );
+    await expect(h.agent.listSessions({ limit: 201 })).rejects.toThrow(TypeError);
+    await expect(h.agent.listSessions({ state: 'busy' as never })).rejects.toThrow(
+      'state must be one of running, waiting, idle, held',
+    );
+    await expect(h.agent.listSessions({ cursor: 'nope' })).rejects.toThrow(
+      'cursor must be a nextCursor of this list',
+    );
   });
 });

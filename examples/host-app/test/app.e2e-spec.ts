@@ -134,3 +134,9 @@ it('stops every running turn at once', async () => {
     .expect(200);
   expect(stopped.body).toEqual({ stopped: ['chat-1'] });
 });
+
+it('lists the sessions, most recent activity first', async () => {
+  const listed = await request(url).get('/api/agent/sessions').set(auth).expect(200);
+  expect(listed.body.sessions[0]).toMatchObject({ sessionId: 'chat-1', waiting: 0 });
+  expect(listed.body.sessions[0].lastTurn).toMatchObject({ turnId: expect.any(String) });
+});

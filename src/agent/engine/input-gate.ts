@@ -151,7 +151,10 @@ export class InputGate {
     await this.dispatcher.whenFree(sessionId, this.closing.signal);
     if (this.closed) return this.dropArchived({ message, ...arrival }, 'shutdown');
     const kind = message.sessionKind;
-    const settings = await this.ports.sessions.ensure(sessionId, kind ? { kind } : {});
+    // The input is accepted: the session's activity moves to now in the same write (the list).
+    const settings = await this.ports.sessions.ensure(sessionId, kind ? { kind } : {}, {
+      activeAt: new Date().toISOString(),
+    });
     // Settings made before the first message (`updateSession`) have no kind yet: the first
     // input that names one sets it.
     if (kind && settings && settings.kind === undefined) {

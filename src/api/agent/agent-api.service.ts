@@ -9,6 +9,8 @@ import {
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
+  type SessionList,
+  type SessionListQuery,
   type SessionSettingsPatch,
   type SessionView,
   type TokenUsageEvent,
@@ -86,6 +88,14 @@ export class AgentApiService {
     const view = await this.agent.getSession(sessionId);
     if (!view) throw new SessionNotFoundError(sessionId);
     return view;
+  }
+
+  /**
+   * The sessions, most recent activity first, a page at a time; `StoreMethodMissingError` (501)
+   * when the bound session store cannot list them.
+   */
+  sessions(query: SessionListQuery): Promise<SessionList> {
+    return this.agent.listSessions(query);
   }
 
   /**

@@ -4,7 +4,9 @@ import type {
   IncomingMessage,
   Message,
   ModelRef,
+  SessionList,
   SessionState,
+  SessionSummary,
   SessionView,
   Settlement,
   TokenUsageEvent,
@@ -100,6 +102,32 @@ export class SessionResponse implements SessionView {
   @ApiProperty({ type: SessionSettingsResponse }) settings!: SessionSettingsResponse;
   @ApiPropertyOptional({ description: '{ turnId, outcome, source?, error?, by?, endedAt }' })
   lastTurn?: SessionView['lastTurn'];
+}
+
+/** One session of `GET /agent/sessions`. */
+export class SessionSummaryResponse implements SessionSummary {
+  @ApiProperty() sessionId!: string;
+  @ApiProperty({ enum: ['running', 'waiting', 'idle', 'held'] }) state!: SessionState;
+  @ApiPropertyOptional() runningTurnId?: string;
+  @ApiProperty({ description: 'How many inputs wait' }) waiting!: number;
+  @ApiPropertyOptional({ description: '{ turnId, outcome, source?, error?, by?, endedAt }' })
+  lastTurn?: SessionSummary['lastTurn'];
+  @ApiPropertyOptional({ description: 'The conversation model, a ModelRef { provider?, model }' })
+  model?: ModelRef;
+  @ApiProperty({
+    description:
+      'ISO-8601 time of the last activity (accepted input or ended turn; creation before either)',
+  })
+  updatedAt!: string;
+}
+
+/** `200` of `GET /agent/sessions`: most recent activity first. */
+export class SessionListResponse implements SessionList {
+  @ApiProperty({ type: [SessionSummaryResponse] })
+  sessions!: SessionSummaryResponse[];
+
+  @ApiPropertyOptional({ description: 'Present when more follow: `cursor` of the next page' })
+  nextCursor?: string;
 }
 
 /** `200` of `GET .../history`. */

@@ -19,7 +19,7 @@ import {
   type ValidationOptions,
 } from 'class-validator';
 import type { Actor, MessageAttachment, ModelRef } from '../../contracts';
-import { MAX_ID_LENGTH, NoControlChars } from '../http/validation';
+import { MAX_ID_LENGTH, NoControlChars, toInteger } from '../http/validation';
 
 /** Longest `reason` of an abort or a clear. */
 export const MAX_REASON_LENGTH = 1000;
@@ -156,10 +156,6 @@ export class WaitQueryDto {
 
 /** Default and largest page of `GET .../history`. */
 export const HISTORY_PAGE = { default: 100, max: 1000 } as const;
-
-/** A whole number from a query string (`'20'` -> 20); anything else is left for validation. */
-const toInteger = ({ value }: { value: unknown }) =>
-  typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
 
 /** Query of `GET /agent/sessions/:sessionId/history`. */
 export class HistoryQueryDto {

@@ -13,6 +13,7 @@ import {
 import {
   ApiNoContentResponse,
   ApiNotFoundResponse,
+  ApiNotImplementedResponse,
   ApiOkResponse,
   ApiOperation,
   ApiTags,
@@ -28,6 +29,7 @@ import {
   ErrorResponse,
   HistoryResponse,
   QueueResponse,
+  SessionListResponse,
   SessionResponse,
   StoppedAllResponse,
   StoppedResponse,
@@ -42,6 +44,8 @@ import {
   ModelRefDto,
   SessionSettingsDto,
 } from './agent.dto';
+import { SessionListQueryDto } from './session-list.dto';
+import { SESSION_PAGE } from '../../agent';
 import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
@@ -156,6 +160,24 @@ export class SessionsController {
     return this.api.historyOf(sessionId, {
       limit: query.limit ?? HISTORY_PAGE.default,
       ...(query.before ? { before: query.before } : {}),
+    });
+  }
+
+  // `GET /agent/sessions` has no parameter segment: `GET :sessionId` never takes it.
+  @Get()
+  @ApiOperation({
+    summary: 'The sessions, most recent activity first, a page at a time (`nextCursor`)',
+  })
+  @ApiOkResponse({ type: SessionListResponse })
+  @ApiNotImplementedResponse({
+    type: ErrorResponse,
+    description: 'The bound session store cannot list sessions (no listByActivity)',
+  })
+  list(@Query() query: SessionListQueryDto): Promise<SessionListResponse> {
+    return this.api.sessions({
+      limit: query.limit ?? SESSION_PAGE.default,
+      ...(query.cursor ? { cursor: query.cursor } : {}),
+      ...(query.state ? { state: query.state } : {}),
     });
   }
 }

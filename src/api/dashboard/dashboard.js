@@ -113,6 +113,14 @@
         queueEvents: 0,
         historyTimer: null,
         status: null,
+        // From GET /agent/sessions until live events tell more.
+        listedWaiting: 0,
+        lastOutcome: null,
+        // Older history: turns kept (raised by each older page), whether older ones exist.
+        maxTurns: MAX_TURNS,
+        hasOlder: false,
+        oldestReached: false,
+        olderLoading: false,
       };
       state.sessions.set(id, session);
       listDirty = true;
@@ -123,12 +131,16 @@
 
   const sessionState = (s) => (s.clearing ? 'held' : s.runningTurnId ? 'running' : 'idle');
 
-  function turnOf(session, turnId, startedAt) {
+  /** Tie-break of turns that started in the same millisecond: the order they were learnt. */
+  let turnSeq = 0;
+
+  function turnOf(session, turnId, startedAt, order) {
     let turn = session.turnById.get(turnId);
     if (!turn) {
       turn = {
         id: turnId,
         startedAt: startedAt || new Date(),
+        order: order === undefined ? ++turnSeq : order,
         ended: false,
         outcome: null,
         error: null,
@@ -146,11 +158,14 @@
       };
       session.turnById.set(turnId, turn);
       session.turns.push(turn);
-      session.turns.sort((a, b) => a.startedAt - b.startedAt);
-      while (session.turns.length > MAX_TURNS) {
+      session.turns.sort((a, b) => a.startedAt - b.startedAt || a.order - b.order);
+      while (session.turns.length > session.maxTurns) {
         const dropped = session.turns.shift();
         session.turnById.delete(dropped.id);
         if (dropped.view) dropped.view.root.remove();
+        // What was dropped can be loaded again by scrolling to the oldest turn.
+        session.hasOlder = true;
+        session.oldestReached = false;
       }
     }
     // Every caller changes the turn: draw it again on the next frame.
@@ -233,11 +248,17 @@
               testId: 'session-state',
               text: current,
             }),
-            s.waiting.length
-              ? el('span', { className: 'count', text: s.waiting.length + ' waiting' })
+            s.waiting.length || s.listedWaiting
+              ? el('span', {
+                  className: 'count',
+                  text: (s.waiting.length || s.listedWaiting) + ' waiting',
+                })
               : null,
-            last && last.outcome
-              ? el('span', { className: 'muted small', text: 'last: ' + last.outcome })
+            (last && last.outcome) || s.lastOutcome
+              ? el('span', {
+                  className: 'muted small',
+                  text: 'last: ' + ((last && last.outcome) || s.lastOutcome),
+                })
               : null,
           ],
         );
@@ -252,7 +273,10 @@
     const session = state.selected ? state.sessions.get(state.selected) : undefined;
     ui.sessionEmpty.hidden = !!session;
     ui.sessionBody.hidden = !session;
-    if (!session) return;
+    if (!session) {
+      showMore(pages.historyMore, false);
+      return;
+    }
     const current = sessionState(session);
     ui.sessionId.textContent = session.id;
     ui.sessionState.textContent = current;
@@ -263,6 +287,7 @@
     ui.clear.disabled = session.clearing;
     renderStatus(session);
     renderTurns(session);
+    showMore(pages.historyMore, session.hasOlder && session.turns.length > 0);
     renderWaiting(session);
     renderUsage(session);
   }
@@ -599,13 +624,24 @@
 
   /** Fills turns from the persisted history: their inputs, and the turns this page missed. */
   async function loadHistory(session) {
-    let messages;
+    let answer;
     try {
-      const answer = await api('GET', sessionPath(session.id) + '/history?limit=' + HISTORY_WINDOW);
-      messages = (answer && answer.messages) || [];
+      answer = await api('GET', sessionPath(session.id) + '/history?limit=' + HISTORY_WINDOW);
     } catch {
       return;
     }
+    mergeHistory(session, (answer && answer.messages) || [], false);
+    if (answer && answer.nextBefore && !session.oldestReached) session.hasOlder = true;
+    const last = session.turns[session.turns.length - 1];
+    if (last && !last.ended && !session.runningTurnId) session.runningTurnId = last.id;
+    render(true);
+  }
+
+  /**
+   * Adds one history page's turns. `older`: the page comes before every turn shown (the turn
+   * cut at its end began on it: its earlier inputs go first).
+   */
+  function mergeHistory(session, messages, older) {
     const byTurn = new Map();
     for (const message of messages.slice(-HISTORY_WINDOW)) {
       const turnId = message.metadata && message.metadata.turnId;
@@ -613,17 +649,31 @@
       if (!byTurn.has(turnId)) byTurn.set(turnId, []);
       byTurn.get(turnId).push(message);
     }
+    // An older page's turns come before every turn shown, also when their times are equal.
+    let order =
+      older && session.turns.length ? session.turns[0].order - byTurn.size - 1 : undefined;
     for (const [turnId, list] of byTurn) {
       const known = session.turnById.get(turnId);
-      const turn = known || turnOf(session, turnId, new Date(list[0].createdAt));
+      const startedAt = new Date(list[0].createdAt);
+      const turn =
+        known || turnOf(session, turnId, startedAt, order === undefined ? order : ++order);
       turn.dirty = true;
-      turn.inputs = list
+      const inputs = list
         .filter((m) => m.role === 'user')
         .map((m) => ({
           content: m.content,
           source: m.metadata.source,
           userId: m.metadata.userId,
         }));
+      if (known && older) {
+        turn.inputs = inputs.concat(turn.inputs);
+        turn.firstMessageId = list[0].id;
+        continue;
+      }
+      // A page that cuts the turn (it began before) does not replace the inputs it lacks.
+      const cut = known && turn.firstMessageId && turn.firstMessageId !== list[0].id;
+      if (!cut) turn.inputs = inputs;
+      if (!turn.firstMessageId) turn.firstMessageId = list[0].id;
       if (known) continue;
       turn.past = true;
       for (const m of list) {
@@ -641,9 +691,6 @@
         }
       }
     }
-    const last = session.turns[session.turns.length - 1];
-    if (last && !last.ended && !session.runningTurnId) session.runningTurnId = last.id;
-    render(true);
   }
 
   function historySoon(session) {
@@ -653,6 +700,140 @@
     }
     clearTimeout(session.historyTimer);
     session.historyTimer = setTimeout(() => loadHistory(session), 150);
+  }
+
+  // ---- pages: the session list and older history, loaded when scrolled to their end --------
+
+  const SESSION_PAGE = 50;
+  const sessionListPath = () => sessionPath('').replace(/\/$/, '');
+  const pages = {
+    sessionsMore: byTestId('session-list-more'),
+    historyMore: byTestId('history-more'),
+    /** `nextCursor` of the last page of the session list; null: no page follows. */
+    cursor: null,
+    loading: false,
+    /** Moves on when the list is read from its start again: older answers are dropped. */
+    epoch: 0,
+  };
+
+  /** Reads the session list from its first page (on connect, so after a reload or reconnect). */
+  function reloadSessionList() {
+    pages.epoch++;
+    pages.cursor = null;
+    pages.loading = false;
+    loadSessionPage();
+  }
+
+  /** Forgets the pages read (another token sees other data). */
+  function forgetSessionPages() {
+    pages.epoch++;
+    pages.cursor = null;
+    pages.loading = false;
+    showMore(pages.sessionsMore, false);
+  }
+
+  /** The next page of the session list (the first without a cursor), most recent first. */
+  async function loadSessionPage() {
+    if (pages.loading) return;
+    pages.loading = true;
+    const epoch = pages.epoch;
+    const query =
+      '?limit=' +
+      SESSION_PAGE +
+      (pages.cursor ? '&cursor=' + encodeURIComponent(pages.cursor) : '');
+    let answer = null;
+    try {
+      answer = await api('GET', sessionListPath() + query);
+    } catch {
+      // E.g. 501 (the host's session store cannot list): the live sessions still show.
+    }
+    if (epoch !== pages.epoch) return;
+    pages.loading = false;
+    if (answer) {
+      for (const summary of answer.sessions || []) noteListed(summary);
+      pages.cursor = answer.nextCursor || null;
+    } else {
+      pages.cursor = null;
+    }
+    showMore(pages.sessionsMore, !!pages.cursor);
+    render(true);
+  }
+
+  /** A session of the list: known from now on, placed by its last activity. */
+  function noteListed(summary) {
+    if (!summary || typeof summary.sessionId !== 'string') return;
+    const known = state.sessions.has(summary.sessionId);
+    const session = sessionOf(summary.sessionId);
+    const at = Date.parse(summary.updatedAt) || 0;
+    session.lastActivity = known ? Math.max(session.lastActivity, at) : at;
+    if (summary.lastTurn && summary.lastTurn.outcome)
+      session.lastOutcome = summary.lastTurn.outcome;
+    // Live events of a known session are newer than the list.
+    if (known) return;
+    session.runningTurnId = summary.runningTurnId || null;
+    session.listedWaiting = Number(summary.waiting) || 0;
+  }
+
+  /** The turns before the oldest one shown: one older history page. */
+  async function loadOlder(session) {
+    if (!session || session.olderLoading || !session.hasOlder) return;
+    const oldest = session.turns.find((turn) => turn.firstMessageId);
+    if (!oldest) return;
+    session.olderLoading = true;
+    let answer = null;
+    try {
+      answer = await api(
+        'GET',
+        sessionPath(session.id) +
+          '/history?limit=' +
+          HISTORY_WINDOW +
+          '&before=' +
+          encodeURIComponent(oldest.firstMessageId),
+      );
+    } catch {
+      // Shown again on the next scroll.
+    }
+    session.olderLoading = false;
+    if (answer) {
+      session.maxTurns += MAX_TURNS;
+      session.hasOlder = false;
+      mergeHistory(session, answer.messages || [], true);
+      // Turns dropped by the cap just now set hasOlder again.
+      if (answer.nextBefore) session.hasOlder = true;
+      session.oldestReached = !session.hasOlder;
+    }
+    render(true);
+    recheck(pages.historyMore);
+  }
+
+  /** Loads the next page while a marker at a list's end is in view. */
+  const observer =
+    typeof IntersectionObserver === 'function'
+      ? new IntersectionObserver((entries) => {
+          for (const entry of entries) {
+            if (!entry.isIntersecting) continue;
+            if (entry.target === pages.sessionsMore) loadSessionPage();
+            else if (entry.target === pages.historyMore) loadOlder(selectedSession());
+          }
+        })
+      : null;
+  if (observer) {
+    observer.observe(pages.sessionsMore);
+    observer.observe(pages.historyMore);
+  }
+
+  /** Shows or hides a list's "more" marker; a marker shown again is looked at again. */
+  function showMore(marker, shown) {
+    if (marker.hidden === !shown) return;
+    marker.hidden = !shown;
+    if (shown) recheck(marker);
+  }
+
+  /** An observed marker still in view after a page was added: the observer answers again. */
+  function recheck(marker) {
+    if (!observer || marker.hidden) return;
+    observer.unobserve(marker);
+    observer.observe(marker);
   }
 
   // ---- socket -------------------------------------------------------------------------------
@@ -700,6 +881,7 @@
           for (const session of state.sessions.values()) session.historyLoaded = false;
           const selected = state.selected && state.sessions.get(state.selected);
           if (selected) refresh(selected);
+          reloadSessionList();
         })
         .catch((error) => setConnection('offline', 'subscribe failed: ' + error.message));
     });
@@ -756,6 +938,7 @@
     socket.on('queue', (event) => {
       const session = sessionOf(event.sessionId);
       session.waiting = Array.isArray(event.waiting) ? event.waiting : [];
+      session.listedWaiting = 0;
       session.queueEvents++;
       touch(session);
       render(true);
@@ -791,6 +974,7 @@
   function reset() {
     state.sessions.clear();
     state.selected = null;
+    forgetSessionPages();
     ui.turns.replaceChildren();
     render(true);
   }
@@ -963,6 +1147,8 @@
     session.historyLoaded = false;
     select(id);
   });
+  pages.sessionsMore.addEventListener('click', () => loadSessionPage());
+  pages.historyMore.addEventListener('click', () => loadOlder(selectedSession()));
   ui.stopAll.addEventListener('click', stopAll);
   ui.stop.addEventListener('click', () => stop(false));
   ui.stopDrop.addEventListener('click', () => stop(true));

@@ -5,6 +5,7 @@ import {
   InvalidInputError,
   ModelNotFoundError,
   SessionNotFoundError,
+  StoreMethodMissingError,
   StoreUnavailableError,
   type DropReason,
 } from '../../contracts';
@@ -151,6 +152,8 @@ export function toErrorBody(exception: unknown): ErrorBody {
   if (exception instanceof ModelNotFoundError) return bodyOf(422, exception.message);
   // Its message names the store in plain words; the driver's text is only in its cause.
   if (exception instanceof StoreUnavailableError) return bodyOf(503, exception.message);
+  // A host's store without an optional method: the route exists, this server cannot serve it.
+  if (exception instanceof StoreMethodMissingError) return bodyOf(501, exception.message);
   const client = clientErrorOf(exception);
   if (client) return bodyOf(client.status, client.message);
   return bodyOf(500, 'Internal server error');

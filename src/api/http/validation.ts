@@ -12,6 +12,10 @@ import { ValidationFailedException, fieldErrorsOf, toErrorBody, type ErrorBody }
 /** Longest session id, turn id, provider or model name accepted. */
 export const MAX_ID_LENGTH = 256;
 
+/** A whole number from a query string (`'20'` -> 20); anything else is left for validation. */
+export const toInteger = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+
 /**
  * Whether a string holds a control character: C0 (below 0x20: `\n`, ESC, NUL, ...), DEL or C1
  * (0x7F-0x9F). Ids and names travel into logs, terminals, file and room names and other

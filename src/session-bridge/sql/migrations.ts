@@ -109,6 +109,33 @@ export function sqlMigrations(dialect: SqlDialect): Record<string, Migration> {
         await db.schema.dropTable('inbox').execute();
       },
     },
+    '0003_session_activity': {
+      async up(db: Kysely<any>): Promise<void> {
+        // The session list pages by (active_at desc, session_id desc). Binary order on
+        // PostgreSQL, whatever the database's collation, so that every store orders alike.
+        if (dialect === 'postgres') {
+          await sql`alter table sessions alter column session_id type text collate "C"`.execute(db);
+        }
+        await db.schema
+          .alterTable('sessions')
+          .addColumn('active_at', dialect === 'postgres' ? sql`text collate "C"` : 'text', (col) =>
+            col.notNull().defaultTo(''),
+          )
+          .execute();
+        // Sessions of earlier versions: their last change is their best known activity (the
+        // end of their last turn wrote it).
+        await sql`update sessions set active_at = updated_at`.execute(db);
+        await db.schema
+          .createIndex('sessions_activity')
+          .on('sessions')
+          .columns(['active_at', 'session_id'])
+          .execute();
+      },
+      async down(db: Kysely<any>): Promise<void> {
+        await db.schema.dropIndex('sessions_activity').execute();
+        await db.schema.alterTable('sessions').dropColumn('active_at').execute();
+      },
+    },
   };
 }
 

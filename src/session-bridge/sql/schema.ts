@@ -48,6 +48,11 @@ export interface SessionsTable {
   created_at: string;
   /** ISO-8601 time of the last change. */
   updated_at: string;
+  /**
+   * ISO-8601 time of the session's last activity (accepted input or ended turn; creation before
+   * either), indexed with `session_id` for the session list. Binary collation on PostgreSQL.
+   */
+  active_at: string;
 }
 
 /** Generation counters; kept when settings are deleted (S7). */

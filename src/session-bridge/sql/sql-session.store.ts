@@ -1,8 +1,11 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import {
   normaliseDeep,
   normaliseText,
   SessionNotFoundError,
+  type SessionActivity,
+  type SessionActivityQuery,
+  type SessionEnsureOptions,
   type SessionSettings,
   type SessionStore,
 } from '../../contracts';
@@ -34,23 +37,44 @@ export class SqlSessionStore implements SessionStore {
     });
   }
 
-  async ensure(sessionId: string, defaults: StoredSettings = {}): Promise<SessionSettings> {
+  async ensure(
+    sessionId: string,
+    defaults: StoredSettings = {},
+    options: SessionEnsureOptions = {},
+  ): Promise<SessionSettings> {
     sessionId = normaliseText(sessionId);
     return guarded('sessions', 'create settings', async () => {
-      // Settings usually exist (every input ensures them): one read, no write, then.
-      const existing = await this.get(sessionId);
-      if (existing) return existing;
       const settings = withoutSessionId(normaliseDeep(defaults));
       const now = new Date().toISOString();
+      const row = {
+        session_id: sessionId,
+        kind: settings.kind ?? null,
+        settings: JSON.stringify(settings),
+        created_at: now,
+        updated_at: now,
+        active_at: options.activeAt ?? now,
+      };
+      if (options.activeAt) {
+        // An accepted input (every input ensures its settings): one statement creates them or
+        // moves the activity on (never back), and answers the settings as stored.
+        const stored = await this.db
+          .insertInto('sessions')
+          .values(row)
+          .onConflict((oc) =>
+            oc.column('session_id').doUpdateSet({
+              active_at: sql<string>`case when sessions.active_at < excluded.active_at then excluded.active_at else sessions.active_at end`,
+            }),
+          )
+          .returning('settings')
+          .executeTakeFirstOrThrow();
+        return parseSettings(sessionId, stored.settings);
+      }
+      // Without activity: one read, no write, when the settings exist.
+      const existing = await this.get(sessionId);
+      if (existing) return existing;
       await this.db
         .insertInto('sessions')
-        .values({
-          session_id: sessionId,
-          kind: settings.kind ?? null,
-          settings: JSON.stringify(settings),
-          created_at: now,
-          updated_at: now,
-        })
+        .values(row)
         .onConflict((oc) => oc.column('session_id').doNothing())
         .execute();
       // Read back: when the settings already existed, they are returned unchanged.
@@ -65,9 +89,18 @@ export class SqlSessionStore implements SessionStore {
         // NOTE: write first. It takes the row lock on PostgreSQL and the write lock on SQLite
         // before the read, so concurrent updates merge in turn instead of losing a patch (and
         // SQLite never has to upgrade a read transaction, which fails without waiting).
+        // An ended turn moves the activity on (never back), in the same statement.
+        const endedAt = patch.lastTurn?.endedAt;
         const touched = await trx
           .updateTable('sessions')
-          .set({ updated_at: new Date().toISOString() })
+          .set({
+            updated_at: new Date().toISOString(),
+            ...(endedAt
+              ? {
+                  active_at: sql<string>`case when active_at < ${endedAt} then ${endedAt} else active_at end`,
+                }
+              : {}),
+          })
           .where('session_id', '=', sessionId)
           .executeTakeFirst();
         if (Number(touched.numUpdatedRows) === 0) throw new SessionNotFoundError(sessionId);
@@ -136,6 +169,37 @@ export class SqlSessionStore implements SessionStore {
         .orderBy('session_id')
         .execute();
       return rows.map((r) => r.session_id);
+    });
+  }
+
+  /** One range scan of the `sessions_activity` index, backwards from `after`. */
+  async listByActivity(query: SessionActivityQuery): Promise<SessionActivity[]> {
+    const { limit, after } = query;
+    const only = query.sessionIds?.map((id) => normaliseText(id));
+    if (limit < 1 || only?.length === 0) return [];
+    return guarded('sessions', 'list sessions by activity', async () => {
+      let select = this.db
+        .selectFrom('sessions')
+        .select(['session_id', 'settings', 'active_at'])
+        .orderBy('active_at', 'desc')
+        .orderBy('session_id', 'desc')
+        .limit(limit);
+      if (after) {
+        select = select.where((eb) =>
+          eb(
+            eb.refTuple('active_at', 'session_id'),
+            '<',
+            // A cursor is the caller's text: kept to what the database can compare.
+            eb.tuple(normaliseText(after.activeAt), normaliseText(after.sessionId)),
+          ),
+        );
+      }
+      if (only) select = select.where('session_id', 'in', only);
+      const rows = await select.execute();
+      return rows.map((r) => ({
+        settings: parseSettings(r.session_id, r.settings),
+        activeAt: r.active_at,
+      }));
     });
   }
 }

@@ -140,3 +140,10 @@ it('lists the sessions, most recent activity first', async () => {
   expect(listed.body.sessions[0]).toMatchObject({ sessionId: 'chat-1', waiting: 0 });
   expect(listed.body.sessions[0].lastTurn).toMatchObject({ turnId: expect.any(String) });
 });
+
+it('serves the dashboard from the installed package, pointed at /api/agent', async () => {
+  const page = await request(url).get('/api/agent').expect(200);
+  expect(page.text).toContain('<meta name="agent-api-base" content="/api/agent" />');
+  await request(url).get('/api/agent/dashboard/dashboard.js').expect(200);
+  await request(url).get('/api/agent/dashboard/dashboard.css').expect(200);
+});

@@ -1,13 +1,13 @@
 import { Catch, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
-import { StoreUnavailableError } from '../../contracts';
+import { StoreMethodMissingError, StoreUnavailableError } from '../../contracts';
 import { retryAfterOf, toErrorBody } from './api-error';
 import { errorForLog, escapeForLog } from './escape-for-log';
 import type { HttpResponse } from './http-types';
 
 /**
  * Logs what a failed request or socket event says about the server: an unavailable store as
- * a warning with the driver's error (its cause), anything unexpected as an error with its
- * stack. Messages may carry user values, so they are escaped; the stack frames are code paths.
+ * a warning with the driver's error (its cause), a host store that lacks a method as a
+ * warning naming it, anything unexpected as an error with its stack. Messages may carry user values, so they are escaped; the stack frames are code paths.
  */
 export function logFailure(logger: Logger, where: string, exception: unknown, status: number) {
   if (exception instanceof StoreUnavailableError) {
@@ -16,6 +16,11 @@ export function logFailure(logger: Logger, where: string, exception: unknown, st
     return;
   }
   if (status < 500) return;
+  // A host store without a method a route needs (501): the answer says so; no stack to read.
+  if (exception instanceof StoreMethodMissingError) {
+    logger.warn(`${where}: ${exception.message}`);
+    return;
+  }
   logger.error(`${where}: unhandled ${errorForLog(exception)}${framesOf(exception)}`);
 }
 

@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import { logFailure } from '../../../../src/api/http/api-exception.filter';
-import { StoreUnavailableError } from '../../../../src/contracts';
+import { StoreMethodMissingError, StoreUnavailableError } from '../../../../src/contracts';
 
 /** A logger that keeps what it is given. */
 function recordingLogger() {
@@ -23,6 +23,24 @@ describe('logFailure (what a failed request writes to the log)', () => {
       {
         level: 'warn',
         text: 'GET "/x": The history store is unavailable (read): "Error: driver said\\nFAKE LOG LINE \\u001b[31m"',
+      },
+    ]);
+  });
+
+  it('a host store without a method a route needs (501): one warning naming it, no stack', () => {
+    const { logger, lines } = recordingLogger();
+
+    logFailure(
+      logger,
+      'GET "/agent/sessions"',
+      new StoreMethodMissingError('sessions', 'listByActivity'),
+      501,
+    );
+
+    expect(lines).toEqual([
+      {
+        level: 'warn',
+        text: 'GET "/agent/sessions": The sessions store does not implement listByActivity(), which this call needs',
       },
     ]);
   });

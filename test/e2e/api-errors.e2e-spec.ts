@@ -30,8 +30,7 @@ describe('?wait=true answers (README: REST API)', () => {
   afterAll(() => a?.close());
   afterEach(() => jest.restoreAllMocks());
 
-  const postAndWait = (body: object) =>
-    a.http().post('/agent/messages?wait=true').set(a.auth).send(body);
+  const postAndWait = (body: object) => a.postAndWait(body);
 
   it('outcome error: the answer carries the error notice sent to the session', async () => {
     a.server.enqueue({ status: 400, body: { error: { message: 'bad request' } } });

@@ -34,14 +34,7 @@ describe('REST API (README: REST API)', () => {
   });
   afterAll(() => a?.close());
 
-  /** Starts a `?wait=true` request now (supertest requests are lazy). */
-  const postAndWait = (body: object) =>
-    a
-      .http()
-      .post('/agent/messages?wait=true')
-      .set(a.auth)
-      .send(body)
-      .then((r) => r);
+  const postAndWait = (body: object) => a.postAndWait(body);
 
   describe('POST /agent/messages', () => {
     it('answers 202 { accepted: true } at once and the turn runs on', async () => {

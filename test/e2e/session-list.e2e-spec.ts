@@ -22,13 +22,7 @@ describe('GET /agent/sessions (the session list, README: REST API)', () => {
   });
   afterEach(() => a?.close());
 
-  const postAndWait = (body: object) =>
-    a
-      .http()
-      .post('/agent/messages?wait=true')
-      .set(a.auth)
-      .send(body)
-      .then((r) => r);
+  const postAndWait = (body: object) => a.postAndWait(body);
 
   const list = async (query = ''): Promise<{ sessions: Listed[]; nextCursor?: string }> => {
     const res = await a.http().get(`/agent/sessions${query}`).set(a.auth);

@@ -125,6 +125,15 @@ export class ApiApp {
     return request(this.url);
   }
 
+  /** Starts a `POST /agent/messages?wait=true` with the token now (supertest is lazy). */
+  postAndWait(body: object) {
+    return this.http()
+      .post('/agent/messages?wait=true')
+      .set(this.auth)
+      .send(body)
+      .then((r) => r);
+  }
+
   /** `Authorization` header with the admin token. */
   get auth(): { Authorization: string } {
     return { Authorization: `Bearer ${TEST_TOKEN}` };

@@ -52,6 +52,7 @@ export type {
   DropReason,
   HistoryQuery,
   HoldRelease,
+  InboxAcceptOptions,
   InboxEntry,
   HookContextMap,
   HookMiddleware,

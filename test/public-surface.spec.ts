@@ -46,6 +46,7 @@ const PUBLIC_NAMES = [
   'HistoryQuery',
   'HistoryStore',
   'HoldRelease',
+  'InboxAcceptOptions',
   'InboxEntry',
   'InputInbox',
   'HookContextMap',

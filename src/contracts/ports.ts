@@ -227,6 +227,16 @@ export interface InboxEntry {
   settlement?: Settlement;
 }
 
+/** How an input is handed to `InputInbox.accept`. */
+export interface InboxAcceptOptions {
+  /**
+   * The id was made by the agent (the caller sent none): no later delivery can repeat it, so
+   * the entry serves no deduplication once settled, and a store may forget it at its
+   * settlement (the memory inbox does; the SQL ones keep it until `prune`, as any other).
+   */
+  generatedId?: boolean;
+}
+
 /**
  * The durable record of accepted inputs (nothing accepted is lost): an input is recorded when
  * it is accepted and stays until it settles, so a restarted server resumes the waiting ones in
@@ -239,6 +249,7 @@ export interface InputInbox {
    */
   accept(
     message: IncomingMessage & { id: string },
+    options?: InboxAcceptOptions,
   ): Promise<{ entry: InboxEntry; duplicate: boolean }>;
   /** The inputs entered turn `turnId` (opened or joined). */
   enterTurn(ids: readonly string[], turnId: string): Promise<void>;

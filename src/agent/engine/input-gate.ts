@@ -7,6 +7,7 @@ import {
   normaliseDeep,
   StoreUnavailableError,
   type DropReason,
+  type InboxAcceptOptions,
   type IncomingMessage,
   type InputBeforeContext,
   type Settlement,
@@ -16,6 +17,9 @@ import { describeError } from './describe-error';
 import type { EnginePorts } from './ports';
 import { pendingInput, settleInput } from './settlement';
 import { archivedInput, isArchivable } from './turn-state';
+
+/** An input the caller sent without an id: the inbox may forget it once it settles. */
+const GENERATED_ID: Readonly<InboxAcceptOptions> = Object.freeze({ generatedId: true });
 
 /** What the gate uses. */
 export type GatePorts = Pick<
@@ -87,7 +91,8 @@ export class InputGate {
     const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? newId() };
     // The deletion epoch is taken now, before anything is awaited (S7).
     const epoch = this.epochOf(accepted.sessionId);
-    return this.track(accepted, () => this.accept(accepted, epoch, onAccepted));
+    const generatedId = message.id === undefined;
+    return this.track(accepted, () => this.accept(accepted, epoch, generatedId, onAccepted));
   }
 
   /**
@@ -103,9 +108,11 @@ export class InputGate {
   private async accept(
     message: IncomingMessage & { id: string },
     epoch: number,
+    generatedId: boolean,
     onAccepted?: () => void,
   ): Promise<Settlement> {
-    const { entry, duplicate } = await this.ports.inbox.accept(message);
+    const options = generatedId ? GENERATED_ID : undefined;
+    const { entry, duplicate } = await this.ports.inbox.accept(message, options);
     onAccepted?.();
     if (!duplicate) return this.pass(message, epoch);
     // A repeated delivery of an input this process no longer carries: its first settlement.

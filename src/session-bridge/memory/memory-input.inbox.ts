@@ -3,6 +3,7 @@ import {
   normaliseDeep,
   normaliseText,
   type IncomingMessage,
+  type InboxAcceptOptions,
   type InboxEntry,
   type InputInbox,
   type Settlement,
@@ -15,6 +16,8 @@ import {
  */
 interface Stored {
   entry: InboxEntry;
+  /** Its id was generated (no delivery can repeat it): forgotten once it settles. */
+  forget: boolean;
   turnId: string | undefined;
   settlement: Settlement | undefined;
   settledAt: string | undefined;
@@ -24,7 +27,9 @@ interface Stored {
  * In-memory `InputInbox`: the accepted inputs of this process only (a restart loses them; use a
  * SQL inbox to resume after one). Inputs and settlements are copied once, frozen; returned
  * entries are the reader's own at their top levels (see `readCopy`). Text is kept as `normaliseText`
- * makes it (ids included), as the SQL inboxes keep it.
+ * makes it (ids included), as the SQL inboxes keep it. Settled entries are kept for
+ * deduplication (at most `maxSettled`), except those accepted with `generatedId`: no delivery
+ * can repeat their id, so they are forgotten as they settle.
  */
 export class MemoryInputInbox implements InputInbox {
   /** By id, in acceptance order (an entry is never re-inserted), so also in `seq` order. */
@@ -42,6 +47,7 @@ export class MemoryInputInbox implements InputInbox {
 
   async accept(
     given: IncomingMessage & { id: string },
+    options?: InboxAcceptOptions,
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     const message = normaliseDeep(given);
     const known = this.entries.get(message.id);
@@ -55,6 +61,7 @@ export class MemoryInputInbox implements InputInbox {
     };
     const stored: Stored = {
       entry,
+      forget: options?.generatedId === true,
       turnId: undefined,
       settlement: undefined,
       settledAt: undefined,
@@ -73,11 +80,17 @@ export class MemoryInputInbox implements InputInbox {
 
   async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
     const settledAt = new Date().toISOString();
-    const frozen = frozenCopy(normaliseDeep(settlement));
+    let frozen: Settlement | undefined;
     for (const id of ids) {
-      const stored = this.entries.get(normaliseText(id));
+      const key = normaliseText(id);
+      const stored = this.entries.get(key);
       if (!stored || stored.settlement) continue;
-      stored.settlement = frozen;
+      if (stored.forget) {
+        // Kept only for deduplication, which a generated id cannot need.
+        this.entries.delete(key);
+        continue;
+      }
+      stored.settlement = frozen ??= frozenCopy(normaliseDeep(settlement));
       stored.settledAt = settledAt;
       this.settledCount++;
     }

@@ -69,6 +69,21 @@ function setup() {
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('InputGate', () => {
+  it('tells the inbox which ids it generated (those can be forgotten once settled)', async () => {
+    const accept = jest.spyOn(MemoryInputInbox.prototype, 'accept');
+    const t = setup();
+
+    void t.gate.handle({ sessionId: 's', content: 'no id' });
+    void t.gate.handle({ sessionId: 's', content: 'an id', id: 'client-1' });
+    await flush();
+
+    expect(accept.mock.calls.map(([message, options]) => [message.content, options])).toEqual([
+      ['no id', { generatedId: true }],
+      ['an id', undefined],
+    ]);
+    accept.mockRestore();
+  });
+
   it('S1: an invalid input rejects; handleMessage never throws synchronously', async () => {
     const t = setup();
     let promise: Promise<unknown> | undefined;

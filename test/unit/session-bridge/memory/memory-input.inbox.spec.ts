@@ -28,4 +28,25 @@ describe('MemoryInputInbox', () => {
       if (i >= 160) expect(kept.length).toBeGreaterThanOrEqual(150);
     }
   });
+
+  it('an entry accepted with a generated id is kept until it settles, then forgotten', async () => {
+    const inbox = new MemoryInputInbox();
+    await inbox.accept({ id: 'gen', sessionId: 's', content: 'x' }, { generatedId: true });
+    await inbox.accept({ id: 'sent', sessionId: 's', content: 'y' });
+    await inbox.enterTurn(['gen', 'sent'], 't1');
+
+    // Until it settles it is recorded like any other: a restart would resume it.
+    expect(await inbox.get('gen')).toMatchObject({ id: 'gen', turnId: 't1' });
+    expect((await inbox.unsettled('s')).map((e) => e.id)).toEqual(['gen', 'sent']);
+
+    await inbox.settle(['gen', 'sent'], { settled: 'discarded' });
+
+    expect(await inbox.get('gen')).toBeUndefined();
+    // A client's id is kept for deduplication: its repeat gets the first settlement.
+    const repeat = await inbox.accept({ id: 'sent', sessionId: 's', content: 'y' });
+    expect(repeat).toMatchObject({
+      duplicate: true,
+      entry: { settlement: { settled: 'discarded' } },
+    });
+  });
 });

@@ -7,6 +7,9 @@ export const MAX_LOGGED_LENGTH = 300;
  */
 const UNESCAPED_BY_JSON = /[\u007f-\u009f\u2028\u2029]/g;
 
+/** Text that JSON.stringify leaves unchanged: printable ASCII but `"` and `\`. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 const hex = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /**
@@ -15,6 +18,11 @@ const hex = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, 
  * cut to {@link MAX_LOGGED_LENGTH} characters so one request cannot flood the log.
  */
 export function escapeForLog(value: unknown): string {
+  // Nearly every logged value (an id, a session name) is short printable ASCII without a quote
+  // or a backslash: quoted as it is, which is what JSON.stringify would give.
+  if (typeof value === 'string' && value.length <= MAX_LOGGED_LENGTH && PLAIN.test(value)) {
+    return `"${value}"`;
+  }
   let text: string;
   try {
     text = typeof value === 'string' ? value : String(value);

@@ -134,18 +134,16 @@ export function archivedInput(
   tokenCount?: Record<string, number>,
 ): NewMessage {
   const metadata: Record<string, unknown> = { ...message.metadata };
-  const copy: [string, unknown][] = [
-    [K.UserId, message.userId],
-    [K.Nickname, message.nickname],
-    [K.Platform, message.platform],
-    [K.Source, message.source],
-    [K.Actor, message.actor],
-    [K.MessageId, message.messageId],
-    [K.GroupId, message.groupId],
-    [K.SessionKind, message.sessionKind],
-    [K.Attachments, message.attachments],
-  ];
-  for (const [key, value] of copy) if (value !== undefined) metadata[key] = value;
+  // Field by field (no list of pairs per input): the message fields kept as metadata.
+  if (message.userId !== undefined) metadata[K.UserId] = message.userId;
+  if (message.nickname !== undefined) metadata[K.Nickname] = message.nickname;
+  if (message.platform !== undefined) metadata[K.Platform] = message.platform;
+  if (message.source !== undefined) metadata[K.Source] = message.source;
+  if (message.actor !== undefined) metadata[K.Actor] = message.actor;
+  if (message.messageId !== undefined) metadata[K.MessageId] = message.messageId;
+  if (message.groupId !== undefined) metadata[K.GroupId] = message.groupId;
+  if (message.sessionKind !== undefined) metadata[K.SessionKind] = message.sessionKind;
+  if (message.attachments !== undefined) metadata[K.Attachments] = message.attachments;
   if (entry) {
     metadata[K.TurnId] = entry.turnId;
     metadata[K.TurnEntry] = entry.entry;

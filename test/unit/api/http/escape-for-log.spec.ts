@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import {
   errorForLog,
   escapeForLog,
@@ -38,6 +39,25 @@ describe('escapeForLog', () => {
   it('non-strings: their text, escaped', () => {
     expect(escapeForLog(42)).toBe('"42"');
     expect(escapeForLog(Object.create(null))).toBe('"[object Object]"');
+  });
+
+  it('the plain-text fast path answers exactly what the escaping answers', () => {
+    const reference = (text: string) =>
+      JSON.stringify(text).replace(
+        /[\u007f-\u009f\u2028\u2029]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+      );
+    const short = fc.oneof(
+      fc.string({ maxLength: MAX_LOGGED_LENGTH }),
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.stringMatching(/^[ -~]{0,60}$/),
+    );
+    fc.assert(
+      fc.property(short, (text) => escapeForLog(text) === reference(text)),
+      {
+        numRuns: 2000,
+      },
+    );
   });
 
   it('errorForLog: name and message on one line', () => {

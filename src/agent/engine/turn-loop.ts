@@ -38,7 +38,7 @@ export class ToolRoundsExhaustedError extends Error {
 
 /** Throws `TurnAbortedError` when the turn was stopped. */
 export function throwIfAborted(state: TurnState): void {
-  if (state.turn.signal.aborted) throw new TurnAbortedError();
+  if (state.turn.aborted) throw new TurnAbortedError();
 }
 
 /**

@@ -136,7 +136,7 @@ export class TurnRunner {
       const error = `[error] The turn took too long and was stopped after ${seconds} s.`;
       return { turnId, outcome: 'error', error };
     }
-    if (state.turn.signal.aborted) return { turnId, outcome: 'aborted' };
+    if (state.turn.aborted) return { turnId, outcome: 'aborted' };
     // The log gets the whole story (a store's driver text is its error's cause); the session
     // gets one sentence in plain words.
     this.warn(

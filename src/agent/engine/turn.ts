@@ -18,6 +18,13 @@ export interface PendingInput {
  */
 export class Turn {
   readonly controller = new AbortController();
+  /** The controller's signal, read once (Node's getter checks its receiver on every read). */
+  readonly signal: AbortSignal = this.controller.signal;
+  /**
+   * Whether the turn was stopped: `signal.aborted` as a field, cheap to read once per streamed
+   * chunk (the controller is aborted only by `abort`, which sets it first).
+   */
+  aborted = false;
   /** Resolves once the turn has settled (its inputs too). */
   readonly settled: Promise<void>;
   /** Set once the runner has returned (the turn has ended, bookkeeping done). */
@@ -43,10 +50,6 @@ export class Turn {
     this.settled = new Promise<void>((resolve) => (this.markSettled = resolve));
   }
 
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
   /** Adds an input (opening or joined); from now on it belongs to this turn. */
   add(input: PendingInput): TurnInput {
     const turnInput: TurnInput = { message: input.message };
@@ -58,7 +61,8 @@ export class Turn {
 
   /** Stops the turn; returns false when it was already stopping. */
   abort(stop: Pick<AbortOptions, 'by' | 'reason'>): boolean {
-    if (this.controller.signal.aborted) return false;
+    if (this.aborted) return false;
+    this.aborted = true;
     this.stop = stop;
     this.controller.abort();
     return true;

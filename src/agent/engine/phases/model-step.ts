@@ -52,15 +52,16 @@ export async function callModel(
     call: state.calls + 1,
     signal,
   };
+  const { turn } = state;
   try {
-    if (signal.aborted) throw new TurnAbortedError();
+    if (turn.aborted) throw new TurnAbortedError();
     const response = await ports.instrumentation.modelCall(info, () =>
       provider.stream ? consume(ports, state, request) : answerWhole(ports, state, request),
     );
-    if (signal.aborted) throw new TurnAbortedError();
+    if (turn.aborted) throw new TurnAbortedError();
     return response;
   } catch (error) {
-    if (signal.aborted) throw new TurnAbortedError();
+    if (turn.aborted) throw new TurnAbortedError();
     throw error;
   }
 }
@@ -89,8 +90,9 @@ async function consume(
   let reasoning = '';
   let toolCalls: ToolCall[] | undefined;
   let usage: ProviderUsage | undefined;
+  const { turn } = state;
   for await (const chunk of state.model!.provider.stream!(request)) {
-    if (request.signal?.aborted) throw new TurnAbortedError();
+    if (turn.aborted) throw new TurnAbortedError();
     if (chunk.contentDelta) content += chunk.contentDelta;
     if (chunk.reasoningDelta) reasoning += chunk.reasoningDelta;
     if (chunk.contentDelta || chunk.reasoningDelta) {

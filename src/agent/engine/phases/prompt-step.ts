@@ -72,7 +72,7 @@ export async function prepareCall(
     signal: turn.signal,
   };
   await ports.hooks.run('agent:llm:before', ctx);
-  if (turn.signal.aborted) throw new TurnAbortedError();
+  if (turn.aborted) throw new TurnAbortedError();
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
   // the budget and usage below only hits the cache and never stalls other sessions.
   const counting = ports.estimator.precount(ctx.messages, state.encodingOf(ports.estimator));

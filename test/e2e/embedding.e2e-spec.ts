@@ -380,3 +380,28 @@ describe('AgentApiModule with a host guard, its own path, namespace and no dashb
     await request(host.url).get('/api/ops/agent').expect(404);
   });
 });
+
+describe('AgentApiModule without AgentModule', () => {
+  it('start-up fails with one error saying to import AgentModule', async () => {
+    @Module({
+      imports: [
+        EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
+        AgentApiModule.forRootAsync({
+          path: 'agent',
+          useFactory: () => ({ adminToken: TOKEN }),
+        }),
+      ],
+    })
+    class LonelyModule {}
+
+    const moduleRef = await Test.createTestingModule({ imports: [LonelyModule] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    try {
+      await expect(app.init()).rejects.toThrow(
+        /AgentApiModule found no AgentInstrumentation: import AgentModule\.forRoot/,
+      );
+    } finally {
+      await app.close().catch(() => undefined);
+    }
+  });
+});

@@ -66,7 +66,9 @@ export async function joinPending(
 }
 
 function idsOf(messages: IncomingMessage[]): string[] {
-  return messages.flatMap((m) => (m.id === undefined ? [] : [m.id]));
+  const ids: string[] = [];
+  for (const m of messages) if (m.id !== undefined) ids.push(m.id);
+  return ids;
 }
 
 function asModel(state: TurnState, message: IncomingMessage): ModelMessage {

@@ -4,6 +4,7 @@ import {
   type ChatResponse,
   type ModelMessage,
   type ProviderUsage,
+  type StreamEvent,
   type ToolCall,
   type ToolDefinition,
 } from '../../../contracts';
@@ -116,12 +117,11 @@ function emitChunk(
 ): void {
   if (reasoningDelta) state.addStreamed('reasoning_text', reasoningDelta);
   if (delta) state.addStreamed('text', delta);
-  ports.events.emit('outbound:stream', {
-    sessionId: state.sessionId,
-    turnId: state.turn.id,
-    ...(delta ? { delta } : {}),
-    ...(reasoningDelta ? { reasoningDelta } : {}),
-  });
+  // Built field by field, in the same order: no spread of a temporary object per chunk.
+  const event: StreamEvent = { sessionId: state.sessionId, turnId: state.turn.id };
+  if (delta) event.delta = delta;
+  if (reasoningDelta) event.reasoningDelta = reasoningDelta;
+  ports.events.emit('outbound:stream', event);
 }
 
 /** The message as sent: images only when the model accepts them. */

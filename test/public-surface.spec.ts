@@ -225,7 +225,6 @@ const TESTING_NAMES = [
   'FakeToolCallsScript',
   'FakeUsage',
   'ReceivedHttpRequest',
-  'ReceivedRequest',
   'ScriptedAbortError',
   'ScriptedAnswer',
   'ScriptedCall',

@@ -1,5 +1,3 @@
-import type { ReceivedHttpRequest } from './http-plumbing';
-
 // The scripts of a FakeOpenAiServer: what it answers to one chat-completions request.
 
 /** Token usage as the wire reports it (`usage` of the last chunk or of the completion). */
@@ -90,7 +88,8 @@ export interface FakeErrorScript extends FakeScriptBase {
  *   never silent long enough for the idle timeout).
  *
  * A fault is streamed whether or not the request asks for a stream. Silent faults last until
- * the client goes away or the server closes.
+ * the client goes away or the server closes (they count in `heldCount`, and `release()` does
+ * not end them); `hold` has no effect on a fault.
  */
 export interface FakeFaultScript extends FakeScriptBase {
   /** Which fault (see above). */
@@ -124,6 +123,3 @@ export interface FakeRawScript extends FakeScriptBase {
 /** What the server answers to one chat-completions request. */
 export type FakeScript =
   FakeTextScript | FakeToolCallsScript | FakeErrorScript | FakeRawScript | FakeFaultScript;
-
-/** A request as the server received it: another name of {@link ReceivedHttpRequest}. */
-export type ReceivedRequest = ReceivedHttpRequest;

@@ -21,7 +21,6 @@ export type {
   FakeToolCall,
   FakeToolCallsScript,
   FakeUsage,
-  ReceivedRequest,
 } from './fake-openai.scripts';
 export { ScriptedHttpServer } from './scripted-http-server';
 export { listenLocal, type ReceivedHttpRequest } from './http-plumbing';
@@ -32,9 +31,3 @@ export {
   type ScriptedAnswer,
   type ScriptedOutcome,
 } from './scripted-call';
-
-// For the repository's own fakes (test/support): not part of the package's API.
-/** @internal */
-export { AsyncQueue } from './async-queue';
-/** @internal */
-export { sendJson, split } from './http-plumbing';

@@ -91,7 +91,8 @@ export abstract class ScriptedHttpServer<S> {
 
   /**
    * Lets held answers finish: the `count` oldest ones, or all when omitted. Releases only
-   * answers held now (a request is held by the time `nextRequest()` resolves with it).
+   * answers held now (for `FakeOpenAiServer`, whose answers hold before they await anything, a
+   * request is held by the time `nextRequest()` resolves with it).
    */
   release(count = Infinity): void {
     for (const release of this.held.splice(0, count)) release();

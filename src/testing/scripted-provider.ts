@@ -63,6 +63,7 @@ export class ScriptedProvider implements LlmProvider {
     for (const call of this.open()) call.fail(new Error('reset'));
     this.calls.length = 0;
     this.handedOut = 0;
+    this.toolCallIds = 0;
   }
 
   /** The whole answer of a call (registered and held as `stream` does). */

@@ -1,11 +1,6 @@
 import type { Server, ServerResponse } from 'node:http';
-import {
-  listenLocal,
-  ScriptedHttpServer,
-  sendJson,
-  split,
-  type ReceivedHttpRequest,
-} from '../../src/testing';
+import { listenLocal, ScriptedHttpServer, type ReceivedHttpRequest } from '../../src/testing';
+import { sendJson, split } from '../../src/testing/http-plumbing';
 
 /** Token usage as the Messages API reports it. */
 export interface FakeAnthropicUsage {

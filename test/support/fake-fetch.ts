@@ -1,4 +1,4 @@
-import { AsyncQueue } from '../../src/testing';
+import { AsyncQueue } from '../../src/testing/async-queue';
 
 /** A request as a {@link FakeFetch} received it. */
 export interface FetchedRequest {

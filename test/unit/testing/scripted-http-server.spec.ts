@@ -75,15 +75,18 @@ describe('ScriptedHttpServer (nest-agent-orchestrator/testing), extended for ano
     expect(await (await second).text()).toBe('2:y:b');
   });
 
-  it('answers a 500 with the failure body when onRequest throws', async () => {
+  it('answers a 500 with the failure body when onRequest throws, using up no script', async () => {
     server.onRequest = (request) => {
       if (request.body?.to === 'bad') throw new Error('refused');
     };
+    server.enqueue({ reply: 'kept' });
 
     const bad = await post('bad');
 
     expect(bad.status).toBe(500);
     expect(await bad.json()).toEqual({ failed: 'Error: refused' });
+    expect(server.pending).toBe(1);
+    expect(await (await post('good')).text()).toMatch(/^\d+:kept:good$/);
     expect(server.pending).toBe(0);
   });
 });

@@ -182,6 +182,42 @@ describe('AgentService administration (clearHistory, deleteSession, abortAsync, 
     expect((await h.agent.listSessions()).sessions).toHaveLength(3);
   });
 
+  it('listSessions: an accepted input moves its session first while its turn still runs', async () => {
+    h = await AgentHarness.start();
+    h.server.enqueue({ text: 'one' }, { text: 'two' });
+    await h.agent.handleMessage({ sessionId: 'a', content: 'hi' });
+    await h.agent.handleMessage({ sessionId: 'b', content: 'hi' });
+    const before = await h.agent.listSessions();
+    expect(before.sessions.map((s) => s.sessionId)).toEqual(['b', 'a']);
+
+    await h.server.nextRequest();
+    await h.server.nextRequest();
+    // Times have millisecond steps: let the clock pass b's activity, so a later one can be told.
+    const newest = Date.parse(before.sessions[0].updatedAt);
+    while (Date.now() <= newest) await new Promise((resolve) => setImmediate(resolve));
+
+    h.server.enqueue({ text: 'held', hold: true });
+    const settled = h.agent.handleMessage({ sessionId: 'a', content: 'again' });
+    // The model has the call and holds its answer: the turn runs.
+    await h.server.nextRequest();
+
+    // The turn has not ended: only the accepted input can have moved `a` ahead of `b`.
+    const during = await h.agent.listSessions();
+    expect(during.sessions.map((s) => `${s.sessionId}:${s.state}`)).toEqual([
+      'a:running',
+      'b:idle',
+    ]);
+    const a = during.sessions[0];
+    expect(a.updatedAt > before.sessions[0].updatedAt).toBe(true);
+    expect((await h.agent.listSessions({ state: 'running' })).sessions).toEqual([a]);
+
+    h.server.release();
+    await settled;
+    const after = await h.agent.listSessions();
+    expect(after.sessions[0].updatedAt >= a.updatedAt).toBe(true);
+    expect(after.sessions[0].updatedAt).toBe(after.sessions[0].lastTurn!.endedAt);
+  });
+
   it('listSessions refuses a bad limit, state or cursor with a TypeError naming the field', async () => {
     h = await AgentHarness.start();
 

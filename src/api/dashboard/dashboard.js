@@ -705,7 +705,7 @@
   // ---- pages: the session list and older history, loaded when scrolled to their end --------
 
   const SESSION_PAGE = 50;
-  const sessionListPath = () => sessionPath('').replace(/\/$/, '');
+  const SESSION_LIST_PATH = API_BASE + '/sessions';
   const pages = {
     sessionsMore: byTestId('session-list-more'),
     historyMore: byTestId('history-more'),
@@ -743,7 +743,7 @@
       (pages.cursor ? '&cursor=' + encodeURIComponent(pages.cursor) : '');
     let answer = null;
     try {
-      answer = await api('GET', sessionListPath() + query);
+      answer = await api('GET', SESSION_LIST_PATH + query);
     } catch {
       // E.g. 501 (the host's session store cannot list): the live sessions still show.
     }

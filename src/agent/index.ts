@@ -6,4 +6,4 @@ export * from './agent.service';
 export * from './agent-event.bus';
 export * from './instrumentation';
 export * from './tools';
-export { decodeSessionCursor, SESSION_PAGE } from './session-cursor';
+export { decodeSessionCursor, SESSION_PAGE, SESSION_STATES } from './session-cursor';

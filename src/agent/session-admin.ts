@@ -12,6 +12,7 @@ import {
   type SessionActivityQuery,
   type SessionList,
   type SessionListQuery,
+  type SessionSettings,
   type SessionSettingsPatch,
   type SessionState,
   type SessionSummary,
@@ -64,11 +65,7 @@ export class SessionAdmin {
     const settings = await this.stores.sessions.get(sessionId);
     const now = stateOf(this.dispatcher.view, sessionId);
     if (!settings && now.state === 'idle') return undefined;
-    return {
-      ...now,
-      settings: settingsOf(settings),
-      ...(settings?.lastTurn ? { lastTurn: settings.lastTurn } : {}),
-    };
+    return viewOf(now, settings);
   }
 
   /**
@@ -154,9 +151,12 @@ export class SessionAdmin {
   async updateSession(sessionId: string, patch: SessionSettingsPatch): Promise<SessionView> {
     const changes = checkedPatch(patch);
     if (changes.model) this.requireServed(changes.model);
-    await this.stores.sessions.ensure(sessionId, {});
-    if (Object.keys(changes).length) await this.stores.sessions.update(sessionId, changes);
-    return (await this.getSession(sessionId))!;
+    // The settings as written: no read of them again for the answer.
+    const ensured = await this.stores.sessions.ensure(sessionId, {});
+    const settings = Object.keys(changes).length
+      ? await this.stores.sessions.update(sessionId, changes)
+      : ensured;
+    return viewOf(stateOf(this.dispatcher.view, sessionId), settings);
   }
 
   /** Throws `ModelNotFoundError` when no provider serves `model`. */
@@ -185,6 +185,18 @@ function stateOf(
         ? 'waiting'
         : 'idle';
   return { sessionId, state, ...(runningTurnId !== undefined ? { runningTurnId } : {}), waiting };
+}
+
+/** One session's view: its state now, its settings and its last turn. */
+function viewOf(
+  now: ReturnType<typeof stateOf>,
+  settings: SessionSettings | undefined,
+): SessionView {
+  return {
+    ...now,
+    settings: settingsOf(settings),
+    ...(settings?.lastTurn ? { lastTurn: settings.lastTurn } : {}),
+  };
 }
 
 /** One listed session: its state now, its last turn and model, its last activity. */

@@ -3,7 +3,8 @@ import type { SessionActivityKey, SessionListQuery, SessionState } from '../cont
 /** Default and largest page of `AgentService.listSessions` (and `GET /agent/sessions`). */
 export const SESSION_PAGE = { default: 50, max: 200 } as const;
 
-const STATES: readonly SessionState[] = ['running', 'waiting', 'idle', 'held'];
+/** The states a session is listed in (the `state` filter of the list). */
+export const SESSION_STATES: readonly SessionState[] = ['running', 'waiting', 'idle', 'held'];
 
 /**
  * The opaque cursor of a place in the session list: base64url of `[activeAt, sessionId]`. It
@@ -48,8 +49,8 @@ export function checkedListQuery(query: SessionListQuery = {}): {
   if (!Number.isInteger(limit) || limit < 1 || limit > SESSION_PAGE.max) {
     throw new TypeError(`limit must be a whole number from 1 to ${SESSION_PAGE.max}`);
   }
-  if (state !== undefined && !STATES.includes(state)) {
-    throw new TypeError(`state must be one of ${STATES.join(', ')}`);
+  if (state !== undefined && !SESSION_STATES.includes(state)) {
+    throw new TypeError(`state must be one of ${SESSION_STATES.join(', ')}`);
   }
   const after = cursor === undefined ? undefined : decodeSessionCursor(cursor);
   if (cursor !== undefined && !after) {

@@ -12,12 +12,10 @@ import {
   buildMessage,
   type ValidationOptions,
 } from 'class-validator';
-import { decodeSessionCursor, SESSION_PAGE } from '../../agent';
+import { decodeSessionCursor, SESSION_PAGE, SESSION_STATES } from '../../agent';
 import type { SessionState } from '../../contracts';
 import { toInteger } from '../http/validation';
 
-/** The states a session is listed in. */
-export const SESSION_STATES: readonly SessionState[] = ['running', 'waiting', 'idle', 'held'];
 /** Longest `cursor` of `GET /agent/sessions` (real ones are a few dozen characters). */
 export const MAX_CURSOR_LENGTH = 2048;
 

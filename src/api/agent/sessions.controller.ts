@@ -45,7 +45,6 @@ import {
   SessionSettingsDto,
 } from './agent.dto';
 import { SessionListQueryDto } from './session-list.dto';
-import { SESSION_PAGE } from '../../agent';
 import { mapAbortOptions, mapModelRef, mapSessionSettings } from './agent.mapping';
 import { AgentApiService } from './agent-api.service';
 
@@ -175,7 +174,7 @@ export class SessionsController {
   })
   list(@Query() query: SessionListQueryDto): Promise<SessionListResponse> {
     return this.api.sessions({
-      limit: query.limit ?? SESSION_PAGE.default,
+      ...(query.limit !== undefined ? { limit: query.limit } : {}),
       ...(query.cursor ? { cursor: query.cursor } : {}),
       ...(query.state ? { state: query.state } : {}),
     });

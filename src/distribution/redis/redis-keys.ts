@@ -1,0 +1,28 @@
+/**
+ * The Redis keys of distributed mode, all under one prefix (`AGENT_QUEUE_PREFIX`, default
+ * `agent`), so that several deployments (or test runs) share a server without meeting. BullMQ's
+ * own keys live under the same prefix (`<prefix>:wake:*`).
+ */
+export class RedisKeys {
+  constructor(readonly prefix: string) {}
+
+  /** The session's lease: `<instanceId>|<fence>`, with the lease's expiry. */
+  lease(sessionId: string): string {
+    return `${this.prefix}:lease:${sessionId}`;
+  }
+
+  /** The session's fencing counter: the last fence granted, only ever growing. */
+  fence(sessionId: string): string {
+    return `${this.prefix}:fence:${sessionId}`;
+  }
+
+  /** The instance's mailbox stream. */
+  mailbox(instanceId: string): string {
+    return `${this.prefix}:mailbox:${instanceId}`;
+  }
+
+  /** Live instances: instance id -> the time (ms) of its last heartbeat. */
+  instances(): string {
+    return `${this.prefix}:instances`;
+  }
+}

@@ -16,6 +16,7 @@ export {
   AgentOptionsError,
   CONTROL_KINDS,
   ControlKinds,
+  FencedWriteError,
   HistoryStore,
   InputInbox,
   InvalidInputError,
@@ -115,6 +116,7 @@ export type {
   UsageBreakdown,
   UsageBucket,
   WellKnownMetadataKey,
+  WriteFencing,
 } from './contracts';
 
 // Hooks, prompt contributions, token accounting.
@@ -138,6 +140,7 @@ export {
   MemorySessionStore,
   SqlInputInbox,
   SqlMessageLog,
+  SqlSessionFences,
   SqlSessionStore,
   StoreOpenError,
 } from './session-bridge';

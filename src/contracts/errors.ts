@@ -64,6 +64,25 @@ export class StoreUnavailableError extends AgentError {
   }
 }
 
+/**
+ * Distributed mode: a write of a session carried a fence older than one the store has seen, so
+ * another instance took the session over (this one was paused, partitioned or too slow to renew
+ * its lease). The write is refused whole; the turn that made it ends without writing more.
+ */
+export class FencedWriteError extends AgentError {
+  constructor(
+    readonly sessionId: string,
+    /** The fence the write carried. */
+    readonly fence: number,
+    /** The newest fence the store has seen for the session. */
+    readonly current: number,
+  ) {
+    super(
+      `A write of session ${JSON.stringify(sessionId)} carried fence ${fence}, but the store has seen fence ${current}: another instance holds the session now`,
+    );
+  }
+}
+
 /** Raised inside a turn when it was stopped; ends the turn with outcome `aborted`. */
 export class TurnAbortedError extends AgentError {
   constructor() {

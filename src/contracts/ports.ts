@@ -267,3 +267,14 @@ export interface InputInbox {
 
 /** Injection token of the input inbox. */
 export const InputInbox = Symbol.for('agent:InputInbox');
+
+/**
+ * Distributed mode's fencing of writes, as a store asks it: which fence a write of a session
+ * carries. The instance that holds a session's lease answers with its grant's fence (the fence
+ * of the turn when `turnId` names one it runs), and the store refuses the write, whole, with
+ * `FencedWriteError` when it has seen a newer fence for the session. `undefined`: the write is
+ * not fenced (in-process mode; an input accepted for a session another instance runs).
+ */
+export interface WriteFencing {
+  fenceFor(sessionId: string, turnId?: string): number | undefined;
+}

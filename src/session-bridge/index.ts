@@ -7,3 +7,4 @@ export * from './sql/sql-message.log';
 export * from './sql/sql-session.store';
 export * from './sql/sql-input.inbox';
 export * from './sql/open-database';
+export { SqlSessionFences } from './sql/sql-fences';

@@ -136,6 +136,20 @@ export function sqlMigrations(dialect: SqlDialect): Record<string, Migration> {
         await db.schema.alterTable('sessions').dropColumn('active_at').execute();
       },
     },
+    '0004_session_fences': {
+      async up(db: Kysely<any>): Promise<void> {
+        // Distributed mode: the newest lease fence each session's writes carried (or a takeover
+        // claimed); a write with an older one is refused.
+        await db.schema
+          .createTable('session_fences')
+          .addColumn('session_id', 'text', (col) => col.primaryKey())
+          .addColumn('fence', 'bigint', (col) => col.notNull())
+          .execute();
+      },
+      async down(db: Kysely<any>): Promise<void> {
+        await db.schema.dropTable('session_fences').execute();
+      },
+    },
   };
 }
 

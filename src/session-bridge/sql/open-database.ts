@@ -3,10 +3,11 @@ import { dirname, resolve } from 'node:path';
 import { Kysely, PostgresDialect } from 'kysely';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Pool, PoolConfig } from 'pg';
-import { AgentError } from '../../contracts';
+import { AgentError, type WriteFencing } from '../../contracts';
 import { migrateToLatest } from './migrations';
 import { discardingBrokenClients, postgresTimeouts } from './postgres-pool';
 import type { Database, SqlDialect } from './schema';
+import { SqlSessionFences } from './sql-fences';
 import { SqlInputInbox } from './sql-input.inbox';
 import { SqlMessageLog } from './sql-message.log';
 import { SqlSessionStore } from './sql-session.store';
@@ -27,6 +28,12 @@ export interface SqlStoreOptions {
    * `StoreUnavailableError` instead of hanging. @default 10000
    */
   timeoutMs?: number;
+  /**
+   * Distributed mode: the fences the stores' turn writes carry (history appends and rollbacks,
+   * the inbox's `enterTurn` and `settle`); a write with a fence older than one the database has
+   * seen is refused with `FencedWriteError`. Unset: no write is fenced.
+   */
+  fencing?: WriteFencing;
 }
 
 /**
@@ -55,6 +62,8 @@ export interface SqlStores {
   log: SqlMessageLog;
   /** The `InputInbox`. */
   inbox: SqlInputInbox;
+  /** Distributed mode's session fences (claimed by a takeover; see `SqlStoreOptions.fencing`). */
+  fences: SqlSessionFences;
   dialect: SqlDialect;
   /** Closes the database; safe to call more than once. */
   close(): Promise<void>;
@@ -106,8 +115,9 @@ export async function createSqlStores(
   }
   return {
     sessions: new SqlSessionStore(opened.db),
-    log: new SqlMessageLog(opened.db),
-    inbox: new SqlInputInbox(opened.db, opened.dialect),
+    log: new SqlMessageLog(opened.db, options.fencing),
+    inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
+    fences: new SqlSessionFences(opened.db),
     dialect: opened.dialect,
     close: opened.close,
   };

@@ -92,6 +92,13 @@ export interface InboxCounterTable {
   value: number;
 }
 
+/** Distributed mode: the newest fence a write of the session carried or a takeover claimed. */
+export interface SessionFencesTable {
+  session_id: string;
+  /** `bigint`: PostgreSQL returns it as a string. */
+  fence: number | string;
+}
+
 /** The database the SQL stores read and write. */
 export interface Database {
   messages: MessagesTable;
@@ -99,4 +106,5 @@ export interface Database {
   generations: GenerationsTable;
   inbox: InboxTable;
   inbox_counter: InboxCounterTable;
+  session_fences: SessionFencesTable;
 }

@@ -6,8 +6,10 @@ import {
   type InboxEntry,
   type InputInbox,
   type Settlement,
+  type WriteFencing,
 } from '../../contracts';
 import type { Database, InboxTable, SqlDialect } from './schema';
+import { checkFences } from './sql-fences';
 import { guarded } from './store-errors';
 
 /** Ids per `in (...)` list: well under SQLite's and PostgreSQL's bound-parameter limits. */
@@ -40,6 +42,8 @@ export class SqlInputInbox implements InputInbox {
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: SqlDialect,
+    /** Distributed mode: a turn's `enterTurn` and `settle` carry its fence (`WriteFencing`). */
+    private readonly fencing?: WriteFencing,
   ) {}
 
   /** Accepts waiting for the next write, in arrival order. */
@@ -127,15 +131,18 @@ export class SqlInputInbox implements InputInbox {
   }
 
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
+    turnId = normaliseText(turnId);
     await guarded('inbox', 'record the turn of inputs', async () => {
       for (const chunk of chunks(ids)) {
-        // A settled entry stays as it settled.
-        await this.db
-          .updateTable('inbox')
-          .set({ turn_id: normaliseText(turnId) })
-          .where('id', 'in', chunk)
-          .where('settled_at', 'is', null)
-          .execute();
+        await this.fenced(chunk, turnId, (db) =>
+          // A settled entry stays as it settled.
+          db
+            .updateTable('inbox')
+            .set({ turn_id: turnId })
+            .where('id', 'in', chunk)
+            .where('settled_at', 'is', null)
+            .execute(),
+        );
       }
     });
   }
@@ -146,15 +153,45 @@ export class SqlInputInbox implements InputInbox {
         settlement: JSON.stringify(normaliseDeep(settlement)),
         settled_at: new Date().toISOString(),
       };
+      const turnId = settlement.settled === 'turn' ? normaliseText(settlement.turnId) : undefined;
       for (const chunk of chunks(ids)) {
-        // Only unsettled rows: the first settlement stays.
-        await this.db
-          .updateTable('inbox')
-          .set(values)
-          .where('id', 'in', chunk)
-          .where('settled_at', 'is', null)
-          .execute();
+        await this.fenced(chunk, turnId, (db) =>
+          // Only unsettled rows: the first settlement stays.
+          db
+            .updateTable('inbox')
+            .set(values)
+            .where('id', 'in', chunk)
+            .where('settled_at', 'is', null)
+            .execute(),
+        );
       }
+    });
+  }
+
+  /**
+   * Runs `write` over the unsettled entries `ids` names; with fencing, in one transaction that
+   * first checks the fences of their sessions (see `checkFences`).
+   */
+  private async fenced(
+    ids: string[],
+    turnId: string | undefined,
+    write: (db: Kysely<Database>) => Promise<unknown>,
+  ): Promise<void> {
+    const fencing = this.fencing;
+    if (!fencing) {
+      await write(this.db);
+      return;
+    }
+    await this.db.transaction().execute(async (trx) => {
+      const rows = await trx
+        .selectFrom('inbox')
+        .select('session_id')
+        .distinct()
+        .where('id', 'in', ids)
+        .where('settled_at', 'is', null)
+        .execute();
+      await checkFences(trx, fencing, new Map(rows.map((row) => [row.session_id, turnId])));
+      await write(trx);
     });
   }
 

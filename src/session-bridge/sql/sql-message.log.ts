@@ -9,11 +9,23 @@ import {
   type MessageArchive,
   type MessageRole,
   type NewMessage,
+  type WriteFencing,
   normaliseDeep,
   normaliseText,
 } from '../../contracts';
 import type { Database, MessagesTable } from './schema';
+import { checkFences } from './sql-fences';
 import { guarded } from './store-errors';
+
+/** The sessions of `rows`, each with the turn of its first row that names one. */
+function sessionTurns(rows: Insertable<MessagesTable>[]): Map<string, string | undefined> {
+  const turns = new Map<string, string | undefined>();
+  for (const row of rows) {
+    if (turns.get(row.session_id) === undefined)
+      turns.set(row.session_id, row.turn_id ?? undefined);
+  }
+  return turns;
+}
 
 /** Rows per multi-row INSERT: well under SQLite's and PostgreSQL's bound-parameter limits. */
 const INSERT_CHUNK = 500;
@@ -28,7 +40,11 @@ const INSERT_CHUNK = 500;
 export class SqlMessageLog implements HistoryStore, MessageArchive {
   private lastTime = 0;
 
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** Distributed mode: appends carry their session's fence (see `WriteFencing`). */
+    private readonly fencing?: WriteFencing,
+  ) {}
 
   async append(messages: NewMessage[]): Promise<Message[]> {
     return guarded('archive', 'append messages', async () => {
@@ -36,6 +52,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
       const rows = messages.map((m) => toRow(normaliseDeep(m), m.createdAt ?? this.now()));
       // One transaction: a tool-call group is persisted whole or not at all.
       const stored = await this.db.transaction().execute(async (trx) => {
+        if (this.fencing) await checkFences(trx, this.fencing, sessionTurns(rows));
         const out: Array<Selectable<MessagesTable> | Insertable<MessagesTable>> = [];
         let run: Insertable<MessagesTable>[] = [];
         const flush = async () => {
@@ -134,11 +151,19 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     sessionId = normaliseText(sessionId);
     turnId = normaliseText(turnId);
     return guarded('history', 'roll back a turn', async () => {
-      const result = await this.db
-        .deleteFrom('messages')
-        .where('session_id', '=', sessionId)
-        .where('turn_id', '=', turnId)
-        .executeTakeFirst();
+      const remove = (db: Kysely<Database>) =>
+        db
+          .deleteFrom('messages')
+          .where('session_id', '=', sessionId)
+          .where('turn_id', '=', turnId)
+          .executeTakeFirst();
+      const fencing = this.fencing;
+      const result = fencing
+        ? await this.db.transaction().execute(async (trx) => {
+            await checkFences(trx, fencing, new Map([[sessionId, turnId]]));
+            return remove(trx);
+          })
+        : await remove(this.db);
       return Number(result.numDeletedRows);
     });
   }

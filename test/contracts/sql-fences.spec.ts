@@ -1,0 +1,206 @@
+import { randomUUID } from 'node:crypto';
+import {
+  createSqlStores,
+  FencedWriteError,
+  WellKnownMetadataKeys as K,
+  type NewMessage,
+  type SqlStores,
+  type WriteFencing,
+} from '../../src';
+import { closeAll, describePg, tempPgSchema, tempSqlite, type TempDb } from './sql-test-db';
+
+/**
+ * Distributed mode's fencing in the SQL stores: a turn's writes carry the fence of the lease
+ * under which they are made, and the database refuses, whole, a write whose fence is older than
+ * one it has seen (a takeover's claim, or a newer holder's write).
+ */
+
+/** Fences as a test sets them: per session, and per turn where a turn has its own. */
+class TestFencing implements WriteFencing {
+  readonly sessions = new Map<string, number>();
+  readonly turns = new Map<string, number>();
+  readonly asked: Array<[string, string | undefined]> = [];
+
+  fenceFor(sessionId: string, turnId?: string): number | undefined {
+    this.asked.push([sessionId, turnId]);
+    return (
+      (turnId !== undefined ? this.turns.get(turnId) : undefined) ?? this.sessions.get(sessionId)
+    );
+  }
+}
+
+const turnMessage = (sessionId: string, turnId: string, content: string): NewMessage => ({
+  sessionId,
+  role: 'assistant',
+  content,
+  metadata: { [K.TurnId]: turnId },
+});
+
+function fencingSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
+  describe(title, () => {
+    let db: TempDb;
+    const open: SqlStores[] = [];
+    let fencing: TestFencing;
+    let stores: SqlStores;
+    let sid: string;
+
+    beforeEach(async () => {
+      db = await tempDb();
+      fencing = new TestFencing();
+      stores = await createSqlStores(db.url, { fencing });
+      open.push(stores);
+      sid = `s-${randomUUID()}`;
+    });
+
+    afterEach(async () => {
+      await closeAll(open);
+      await db.drop();
+    });
+
+    it('a session never fenced has fence 0; a claim records it, an older claim is refused', async () => {
+      expect(await stores.fences.current(sid)).toBe(0);
+      expect(await stores.fences.claim(sid, 3)).toBe(true);
+      expect(await stores.fences.claim(sid, 3)).toBe(true);
+      expect(await stores.fences.claim(sid, 2)).toBe(false);
+      expect(await stores.fences.current(sid)).toBe(3);
+      expect(await stores.fences.claim(sid, 7)).toBe(true);
+      expect(await stores.fences.current(sid)).toBe(7);
+    });
+
+    it('an append with the current fence is written and records the fence', async () => {
+      fencing.sessions.set(sid, 4);
+      await stores.log.append([turnMessage(sid, 't1', 'a')]);
+      expect((await stores.log.history(sid)).map((m) => m.content)).toEqual(['a']);
+      expect(await stores.fences.current(sid)).toBe(4);
+      expect(fencing.asked).toContainEqual([sid, 't1']);
+    });
+
+    it('an append with a fence older than a claim is refused whole: nothing of it is written', async () => {
+      fencing.sessions.set(sid, 1);
+      await stores.log.append([turnMessage(sid, 't1', 'before')]);
+      expect(await stores.fences.claim(sid, 2)).toBe(true);
+
+      const refused = await stores.log
+        .append([turnMessage(sid, 't1', 'x'), turnMessage(sid, 't1', 'y')])
+        .catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(FencedWriteError);
+      expect(refused).toMatchObject({ sessionId: sid, fence: 1, current: 2 });
+      expect((refused as Error).message).toContain('another instance holds the session now');
+      expect((await stores.log.history(sid)).map((m) => m.content)).toEqual(['before']);
+    });
+
+    it("a turn's own fence is the one checked, not the session's", async () => {
+      fencing.sessions.set(sid, 5);
+      fencing.turns.set('old-turn', 4);
+      await stores.fences.claim(sid, 5);
+      await expect(stores.log.append([turnMessage(sid, 'old-turn', 'x')])).rejects.toBeInstanceOf(
+        FencedWriteError,
+      );
+      await stores.log.append([turnMessage(sid, 'new-turn', 'y')]);
+      expect((await stores.log.history(sid)).map((m) => m.content)).toEqual(['y']);
+    });
+
+    it('a write of a session without a fence is not checked', async () => {
+      await stores.fences.claim(sid, 9);
+      await stores.log.append([turnMessage(sid, 't1', 'unfenced')]);
+      expect((await stores.log.history(sid)).map((m) => m.content)).toEqual(['unfenced']);
+      expect(await stores.fences.current(sid)).toBe(9);
+    });
+
+    it('a rollback with an older fence is refused and removes nothing', async () => {
+      fencing.sessions.set(sid, 1);
+      await stores.log.append([turnMessage(sid, 't1', 'kept')]);
+      await stores.fences.claim(sid, 2);
+      await expect(stores.log.rollbackTurn(sid, 't1')).rejects.toBeInstanceOf(FencedWriteError);
+      expect(await stores.log.count(sid)).toBe(1);
+      fencing.sessions.set(sid, 2);
+      expect(await stores.log.rollbackTurn(sid, 't1')).toBe(1);
+    });
+
+    it("the inbox's turn entry and settlement with an older fence are refused and change nothing", async () => {
+      const id = `in-${randomUUID()}`;
+      await stores.inbox.accept({ id, sessionId: sid, content: 'hello' });
+      fencing.sessions.set(sid, 1);
+      await stores.fences.claim(sid, 2);
+
+      await expect(stores.inbox.enterTurn([id], 't1')).rejects.toBeInstanceOf(FencedWriteError);
+      const settlement = { settled: 'turn', turnId: 't1', outcome: 'replied' } as const;
+      await expect(stores.inbox.settle([id], settlement)).rejects.toBeInstanceOf(FencedWriteError);
+      expect(await stores.inbox.get(id)).toEqual(
+        expect.not.objectContaining({ turnId: expect.anything() }),
+      );
+      expect((await stores.inbox.get(id))?.settlement).toBeUndefined();
+
+      fencing.sessions.set(sid, 2);
+      await stores.inbox.enterTurn([id], 't1');
+      await stores.inbox.settle([id], settlement);
+      expect(await stores.inbox.get(id)).toMatchObject({ turnId: 't1', settlement });
+    });
+
+    it('accepting an input is never fenced: any instance may take one for any session', async () => {
+      fencing.sessions.set(sid, 1);
+      await stores.fences.claim(sid, 2);
+      const { duplicate } = await stores.inbox.accept({
+        id: `in-${randomUUID()}`,
+        sessionId: sid,
+        content: 'x',
+      });
+      expect(duplicate).toBe(false);
+    });
+  });
+}
+
+fencingSuite('SQL fencing: SQLite', tempSqlite);
+describePg('SQL fencing: PostgreSQL', () => {
+  fencingSuite('one pool', tempPgSchema);
+
+  describe('two instances on one database', () => {
+    let db: TempDb;
+    const open: SqlStores[] = [];
+
+    beforeEach(async () => {
+      db = await tempPgSchema();
+    });
+
+    afterEach(async () => {
+      await closeAll(open);
+      await db.drop();
+    });
+
+    it('once a takeover claimed its fence, no write of the previous holder lands, even one in flight', async () => {
+      const sid = `s-${randomUUID()}`;
+      const oldFencing = new TestFencing();
+      oldFencing.sessions.set(sid, 1);
+      const newFencing = new TestFencing();
+      newFencing.sessions.set(sid, 2);
+      const oldHolder = await createSqlStores(db.url, { fencing: oldFencing });
+      const newHolder = await createSqlStores(db.url, { fencing: newFencing });
+      open.push(oldHolder, newHolder);
+
+      // The old holder writes as fast as it can while the new one claims the session.
+      const writes = Array.from({ length: 40 }, (_, i) =>
+        oldHolder.log.append([turnMessage(sid, 't-old', `old ${i}`)]).then(
+          () => 'written',
+          (error: unknown) => (error instanceof FencedWriteError ? 'fenced' : error),
+        ),
+      );
+      const [granted, outcomes] = await Promise.all([
+        newHolder.fences.claim(sid, 2),
+        Promise.all(writes),
+      ]);
+
+      expect(granted).toBe(true);
+      expect(outcomes.every((o) => o === 'written' || o === 'fenced')).toBe(true);
+      // Every write the old holder was told landed is there; none that was refused is.
+      const history = await newHolder.log.history(sid);
+      const written = outcomes.filter((o) => o === 'written').length;
+      expect(history).toHaveLength(written);
+      await expect(
+        oldHolder.log.append([turnMessage(sid, 't-old', 'late')]),
+      ).rejects.toBeInstanceOf(FencedWriteError);
+      await newHolder.log.append([turnMessage(sid, 't-new', 'new')]);
+      expect((await newHolder.log.history(sid)).at(-1)?.content).toBe('new');
+      expect(await newHolder.fences.current(sid)).toBe(2);
+    });
+  });
+});

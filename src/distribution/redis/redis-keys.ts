@@ -16,6 +16,11 @@ export class RedisKeys {
     return `${this.prefix}:fence:${sessionId}`;
   }
 
+  /** The session's inputs on their way to the instance that runs it (a list). */
+  pending(sessionId: string): string {
+    return `${this.prefix}:pending:${sessionId}`;
+  }
+
   /** The instance's mailbox stream. */
   mailbox(instanceId: string): string {
     return `${this.prefix}:mailbox:${instanceId}`;

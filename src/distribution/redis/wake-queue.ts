@@ -1,0 +1,37 @@
+import type { JobsOptions, Queue } from 'bullmq';
+
+/** The BullMQ queue that wakes an idle session's work on some instance. */
+export const WAKE_QUEUE = 'wake';
+
+/** The data of a wake job: the session to run. */
+export interface WakeJob {
+  sessionId: string;
+}
+
+/**
+ * The options of the wake job of a session: deduplicated by session id, so that while a job of
+ * the session waits another add is the same job, and while one is active (an instance runs the
+ * session) at most one more is kept to follow it (`keepLastIfActive`: an input that came as the
+ * holder let go is not lost). Finished jobs are removed: the inbox is the record, not BullMQ.
+ */
+export function wakeJobOptions(sessionId: string): JobsOptions {
+  return {
+    deduplication: { id: sessionId, keepLastIfActive: true },
+    removeOnComplete: true,
+    removeOnFail: true,
+  };
+}
+
+/**
+ * Wakes idle sessions: one BullMQ job per idle-to-busy transition (inputs for a session that an
+ * instance holds go to that instance's mailbox and cost no job). Whichever instance's worker
+ * takes the job takes the session's lease and runs it until it is idle.
+ */
+export class WakeQueue {
+  constructor(private readonly queue: Queue<WakeJob>) {}
+
+  /** Adds the session's wake job (or joins the one already waiting). */
+  async wake(sessionId: string): Promise<void> {
+    await this.queue.add(WAKE_QUEUE, { sessionId }, wakeJobOptions(sessionId));
+  }
+}

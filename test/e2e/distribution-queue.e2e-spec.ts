@@ -1,0 +1,201 @@
+import { Queue, Worker, type Job } from 'bullmq';
+import type Redis from 'ioredis';
+import { leaseHolderOf, PendingInputs } from '../../src/distribution/redis/pending-inputs';
+import { RedisKeys } from '../../src/distribution/redis/redis-keys';
+import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
+import { Deferred } from '../support/deferred';
+import {
+  deletePrefix,
+  describeRedis,
+  REDIS_URL,
+  testPrefix,
+  testRedis,
+} from '../support/redis-test';
+
+/**
+ * The two ways an input reaches the instance that runs its session in distributed mode: the
+ * session's pending list (one order across instances) and, for an idle session, one BullMQ
+ * wake job deduplicated by session id.
+ */
+
+const input = (sessionId: string, id: string, origin = 'inst-a') => ({
+  message: { id, sessionId, content: `content of ${id}` },
+  origin,
+});
+
+describeRedis('distribution: pending inputs', () => {
+  let prefix: string;
+  const clients: Redis[] = [];
+  const client = () => {
+    const redis = testRedis();
+    clients.push(redis);
+    return redis;
+  };
+
+  beforeEach(() => {
+    prefix = testPrefix();
+  });
+
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.quit()));
+    await deletePrefix(prefix);
+  });
+
+  it('pushes from two instances keep one order, and a drain takes them all in it', async () => {
+    const a = new PendingInputs(client(), prefix);
+    const b = new PendingInputs(client(), prefix);
+    const pushes: Promise<unknown>[] = [];
+    const order: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const id = `in-${i}`;
+      // Each push resolves once Redis ran it: resolution order is Redis's order per client.
+      pushes.push((i % 2 ? a : b).push(input('s', id, i % 2 ? 'inst-a' : 'inst-b')));
+      order.push(id);
+    }
+    const lengths = (await Promise.all(pushes)) as Array<{ length: number }>;
+    expect(lengths.map((l) => l.length).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 50 }, (_, i) => i + 1),
+    );
+
+    const drained = await a.drain('s');
+    expect(drained).toHaveLength(50);
+    expect(new Set(drained.map((d) => d.message.id))).toEqual(new Set(order));
+    // Per instance, its own pushes stay in the order it made them.
+    for (const origin of ['inst-a', 'inst-b']) {
+      const mine = drained.filter((d) => d.origin === origin).map((d) => d.message.id);
+      expect(mine).toEqual(order.filter((id) => mine.includes(id)));
+    }
+    expect(await a.drain('s')).toEqual([]);
+    expect(await a.length('s')).toBe(0);
+  });
+
+  it('concurrent drains never hand out one input twice', async () => {
+    const pusher = new PendingInputs(client(), prefix);
+    const drainers = [new PendingInputs(client(), prefix), new PendingInputs(client(), prefix)];
+    const taken: string[] = [];
+    for (let round = 0; round < 20; round++) {
+      await Promise.all(
+        Array.from({ length: 5 }, (_, i) => pusher.push(input('s', `r${round}-${i}`))),
+      );
+      const got = await Promise.all(drainers.map((d) => d.drain('s')));
+      taken.push(...got.flat().map((g) => g.message.id));
+    }
+    expect(taken).toHaveLength(100);
+    expect(new Set(taken).size).toBe(100);
+  });
+
+  it('a push says which instance holds the session, in the same round trip', async () => {
+    const redis = client();
+    const pending = new PendingInputs(redis, prefix);
+    expect(await pending.push(input('s', 'in-1'))).toEqual({ length: 1 });
+    await redis.set(new RedisKeys(prefix).lease('s'), 'host|with|bars:4242|7', 'PX', 10_000);
+    expect(await pending.push(input('s', 'in-2'))).toEqual({
+      holder: 'host|with|bars:4242',
+      length: 2,
+    });
+    expect(leaseHolderOf('inst-b|12')).toBe('inst-b');
+  });
+
+  it('a message round-trips whole, and the list expires if nobody takes it up', async () => {
+    const redis = client();
+    const pending = new PendingInputs(redis, prefix);
+    const message = {
+      id: 'in-1',
+      sessionId: 's:with:colons',
+      content: 'quotes " and \\ newlines\n and ünïcödé 🚀',
+      metadata: { nested: { list: [1, 'two', null] } },
+    };
+    await pending.push({ message, origin: 'inst-a' });
+    const ttl = await redis.pttl(new RedisKeys(prefix).pending('s:with:colons'));
+    expect(ttl).toBeGreaterThan(23 * 60 * 60 * 1000);
+    expect(await pending.drain('s:with:colons')).toEqual([{ message, origin: 'inst-a' }]);
+  });
+});
+
+describeRedis('distribution: the wake queue', () => {
+  let prefix: string;
+  let queue: Queue<WakeJob>;
+  let worker: Worker<WakeJob> | undefined;
+  const connection = () => ({ url: REDIS_URL });
+
+  beforeEach(() => {
+    prefix = testPrefix();
+    queue = new Queue<WakeJob>(WAKE_QUEUE, { connection: connection(), prefix });
+  });
+
+  afterEach(async () => {
+    await worker?.close();
+    worker = undefined;
+    await queue.close();
+    await deletePrefix(prefix);
+  });
+
+  /** A worker that records each job it runs and holds the first of each session open. */
+  function startWorker(hold: Map<string, Deferred<void>>, ran: string[]) {
+    worker = new Worker<WakeJob>(
+      WAKE_QUEUE,
+      async (job: Job<WakeJob>) => {
+        ran.push(job.data.sessionId);
+        const gate = hold.get(job.data.sessionId);
+        if (gate) {
+          hold.delete(job.data.sessionId);
+          await gate.promise;
+        }
+      },
+      { connection: connection(), prefix, concurrency: 4 },
+    );
+    return worker;
+  }
+
+  it('wakes of a session that wait are one job; wakes while it runs make exactly one more', async () => {
+    const wake = new WakeQueue(queue);
+    // Waiting: no worker yet, so every wake finds the first one waiting.
+    await Promise.all(Array.from({ length: 10 }, () => wake.wake('s')));
+    expect(await queue.getJobCounts('waiting', 'active', 'delayed')).toEqual({
+      waiting: 1,
+      active: 0,
+      delayed: 0,
+    });
+
+    const gate = new Deferred<void>();
+    const ran: string[] = [];
+    const started = new Deferred<void>();
+    const w = startWorker(new Map([['s', gate]]), ran);
+    w.on('active', () => started.resolve());
+    await started.promise;
+    // Active: the wakes that come now are kept as one job to follow.
+    await Promise.all(Array.from({ length: 10 }, () => wake.wake('s')));
+    const drained = new Deferred<void>();
+    w.on('drained', () => drained.resolve());
+    gate.resolve();
+    await drained.promise;
+    // Drained fires when the queue is empty: the follow-up ran too.
+    await waitFor(async () => ran.length === 2);
+    expect(ran).toEqual(['s', 's']);
+    expect(await queue.getJobCounts('waiting', 'active', 'completed', 'failed')).toEqual({
+      waiting: 0,
+      active: 0,
+      completed: 0,
+      failed: 0,
+    });
+  });
+
+  it('sessions are woken independently: one job each', async () => {
+    const wake = new WakeQueue(queue);
+    for (const id of ['a', 'b', 'c', 'a', 'b', 'a']) await wake.wake(id);
+    expect((await queue.getJobCounts('waiting')).waiting).toBe(3);
+    const ran: string[] = [];
+    startWorker(new Map(), ran);
+    await waitFor(async () => ran.length === 3);
+    expect(ran.sort()).toEqual(['a', 'b', 'c']);
+  });
+});
+
+/** Polls `done` (each poll a round trip to Redis or a look at recorded jobs) for up to 5 s. */
+async function waitFor(done: () => Promise<boolean>): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (!(await done())) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

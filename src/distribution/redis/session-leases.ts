@@ -1,0 +1,241 @@
+import type Redis from 'ioredis';
+import { defineLeaseCommands, LeaseCommands, parseLeaseValue } from './lease-scripts';
+import { RedisKeys } from './redis-keys';
+
+/**
+ * Session leases of distributed mode: at most one instance runs a session, the one holding its
+ * lease in Redis. Every grant carries a fencing number that only grows, so a store can refuse
+ * writes from an older holder. Each operation is one script call (one round trip).
+ */
+
+/** A lease this instance was granted: the session and its fence. */
+export interface LeaseGrant {
+  sessionId: string;
+  fence: number;
+}
+
+/** Who holds a session's lease, with the time (ms) the lease has left. */
+export interface LeaseHolder {
+  instanceId: string;
+  fence: number;
+  ttlMs: number;
+}
+
+/** Options of {@link SessionLeases}. */
+export interface SessionLeasesOptions {
+  /** Key prefix ({@link RedisKeys}). */
+  prefix: string;
+  /** This instance's id; may contain `|` (the value is parsed at its last `|`). */
+  instanceId: string;
+  /** A lease's time to live (ms), from each grant or renewal. */
+  leaseMs: number;
+  /** Called once for each grant found lost (taken, deleted, expired, or not renewed for leaseMs). */
+  onLost?: (grant: LeaseGrant) => void;
+  /** Renewal timer period (ms); default `leaseMs / 3`. */
+  renewEveryMs?: number;
+  /** The clock (ms) that measures how long a grant went unrenewed; default `Date.now`. */
+  now?: () => number;
+}
+
+/** A grant as this instance keeps it: the lease value, and when it was last known renewed. */
+interface Held {
+  grant: LeaseGrant;
+  value: string;
+  /** When the last successful grant or renewal was sent (by `now`). */
+  renewedAt: number;
+}
+
+/**
+ * The leases of one instance on one Redis client (passed in; the caller owns and quits it). Keeps
+ * the grants it believes it holds, renews them all in one script call, and reports those it
+ * finds lost through `onLost`, once each.
+ */
+export class SessionLeases {
+  private readonly keys: RedisKeys;
+  private readonly commands: LeaseCommands;
+  private readonly now: () => number;
+  private readonly grants = new Map<string, Held>();
+  private readonly acquiring = new Map<string, Promise<unknown>>();
+  private timer: NodeJS.Timeout | undefined;
+  private renewing = false;
+
+  /** Defines the lease scripts on `redis` (under names of their own). */
+  constructor(
+    redis: Redis,
+    private readonly options: SessionLeasesOptions,
+  ) {
+    if (!(options.leaseMs > 0)) throw new Error('leaseMs must be positive');
+    this.keys = new RedisKeys(options.prefix);
+    this.now = options.now ?? Date.now;
+    this.commands = defineLeaseCommands(redis);
+  }
+
+  /**
+   * Grants the session's lease: SET NX PX, then the next fence (never below `floor + 1`, the
+   * store's last seen fence, so a Redis that lost its data cannot grant an old fence again),
+   * stored as `<instanceId>|<fence>`. Re-entrant: when this instance holds it, the same grant,
+   * extended (`floor` is then not consulted). Undefined when another instance holds it. A grant
+   * this instance believed it held and finds replaced is reported lost. Calls for one session
+   * run one after another, so concurrent calls of one instance get the same grant.
+   */
+  async acquire(sessionId: string, floor = 0): Promise<LeaseGrant | undefined> {
+    if (!Number.isSafeInteger(floor) || floor < 0) throw new Error(`Bad fence floor: ${floor}`);
+    const previous = this.acquiring.get(sessionId)?.catch(() => undefined);
+    const run = (previous ?? Promise.resolve()).then(() => this.grant(sessionId, floor));
+    this.acquiring.set(sessionId, run);
+    try {
+      return await run;
+    } finally {
+      if (this.acquiring.get(sessionId) === run) this.acquiring.delete(sessionId);
+    }
+  }
+
+  /**
+   * Compare-and-delete: deletes the lease only if its value is still this grant's; whether it
+   * did. Forgets the grant locally either way.
+   */
+  async release(grant: LeaseGrant): Promise<boolean> {
+    const own = this.grants.get(grant.sessionId);
+    if (own?.grant.fence === grant.fence) this.grants.delete(grant.sessionId);
+    const value = `${this.options.instanceId}|${grant.fence}`;
+    return (await this.commands.agentLeaseRelease(this.keys.lease(grant.sessionId), value)) === 1;
+  }
+
+  /** Who holds the session now (GET and PTTL in one script), or undefined. */
+  async holder(sessionId: string): Promise<LeaseHolder | undefined> {
+    const found = await this.commands.agentLeaseHolder(this.keys.lease(sessionId));
+    if (!found) return undefined;
+    return { ...parseLeaseValue(found[0]), ttlMs: Number(found[1]) };
+  }
+
+  /** The grants this instance believes it holds. */
+  held(): LeaseGrant[] {
+    return [...this.grants.values()].map((h) => ({ ...h.grant }));
+  }
+
+  /** This instance's grant of the session, if it believes it holds one. */
+  grantOf(sessionId: string): LeaseGrant | undefined {
+    const own = this.grants.get(sessionId);
+    return own && { ...own.grant };
+  }
+
+  /**
+   * Renews every held lease in one script call (PEXPIRE only where the value is still ours);
+   * grants found lost are forgotten and reported through `onLost`, once each. Resolves with the
+   * lost grants. When the call fails, grants not renewed for `leaseMs` are reported lost all the
+   * same (another instance may hold them by then), and the call's error is rethrown.
+   */
+  async renewAll(): Promise<LeaseGrant[]> {
+    const batch = [...this.grants.values()];
+    if (batch.length === 0) return [];
+    const sentAt = this.now();
+    let answers: number[];
+    try {
+      answers = await this.commands.agentLeaseRenew(
+        batch.length,
+        ...batch.map((h) => this.keys.lease(h.grant.sessionId)),
+        this.options.leaseMs,
+        ...batch.map((h) => h.value),
+      );
+    } catch (error) {
+      this.expireOverdue();
+      throw error;
+    }
+    const lost: Held[] = [];
+    batch.forEach((h, i) => {
+      if (this.grants.get(h.grant.sessionId) !== h) return; // released or replaced meanwhile
+      if (answers[i] === 1) h.renewedAt = sentAt;
+      else lost.push(h);
+    });
+    return this.report(this.forget(lost));
+  }
+
+  /**
+   * Starts the renewal timer (unref'd; idempotent). A failed renewal is retried at the next
+   * tick; a grant not renewed successfully for `leaseMs` is reported lost without waiting for
+   * an answer from Redis.
+   */
+  start(): void {
+    if (this.timer) return;
+    const every = this.options.renewEveryMs ?? this.options.leaseMs / 3;
+    this.timer = setInterval(() => this.tick(), Math.max(1, every));
+    this.timer.unref();
+  }
+
+  /** Stops the renewal timer; the grants are kept (and expire in Redis unless renewed). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One timer tick: overdue grants lost, then one renewal unless the last is still waiting. */
+  private tick(): void {
+    try {
+      this.expireOverdue();
+    } catch {
+      // an exception of onLost's own; every overdue grant was reported all the same
+    }
+    if (this.renewing) return;
+    this.renewing = true;
+    this.renewAll()
+      .catch(() => undefined) // retried at the next tick; overdue grants are reported there
+      .finally(() => (this.renewing = false));
+  }
+
+  /** Runs the acquire script for a session and records the outcome locally. */
+  private async grant(sessionId: string, floor: number): Promise<LeaseGrant | undefined> {
+    const own = this.grants.get(sessionId);
+    const { instanceId, leaseMs } = this.options;
+    const sentAt = this.now();
+    const fence = await this.commands.agentLeaseAcquire(
+      this.keys.lease(sessionId),
+      this.keys.fence(sessionId),
+      instanceId,
+      leaseMs,
+      floor,
+      own?.value ?? '',
+    );
+    const current = this.grants.get(sessionId);
+    const replaced = current && current.grant.fence !== fence ? this.forget([current]) : [];
+    let next = this.grants.get(sessionId);
+    if (fence !== null) {
+      next ??= { grant: { sessionId, fence }, value: `${instanceId}|${fence}`, renewedAt: sentAt };
+      next.renewedAt = sentAt;
+      this.grants.set(sessionId, next);
+    }
+    this.report(replaced);
+    return next && { ...next.grant };
+  }
+
+  /** Grants not renewed successfully for `leaseMs`: forgotten and reported lost. */
+  private expireOverdue(): LeaseGrant[] {
+    const deadline = this.now() - this.options.leaseMs;
+    return this.report(
+      this.forget([...this.grants.values()].filter((h) => h.renewedAt <= deadline)),
+    );
+  }
+
+  /** Forgets the grants that are still held as given; returns them. */
+  private forget(lost: Held[]): LeaseGrant[] {
+    const gone = lost.filter((h) => this.grants.get(h.grant.sessionId) === h);
+    for (const h of gone) this.grants.delete(h.grant.sessionId);
+    return gone.map((h) => ({ ...h.grant }));
+  }
+
+  /**
+   * Reports lost grants through `onLost`; an exception from `onLost` does not stop the others
+   * being reported, and the first is rethrown after.
+   */
+  private report(lost: LeaseGrant[]): LeaseGrant[] {
+    const errors: unknown[] = [];
+    for (const grant of lost) {
+      try {
+        this.options.onLost?.({ ...grant });
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    if (errors.length) throw errors[0];
+    return lost;
+  }
+}

@@ -1,5 +1,6 @@
 import type Redis from 'ioredis';
 import type { IncomingMessage } from '../../contracts';
+import { parseLeaseValue } from './lease-scripts';
 import { RedisKeys } from './redis-keys';
 
 /**
@@ -44,12 +45,6 @@ type Scripted = Redis & {
   agentPendingDrain(list: string): Promise<string[]>;
 };
 
-/** The holder's instance id in a lease value `<instanceId>|<fence>` (the last `|` splits). */
-export function leaseHolderOf(value: string): string {
-  const bar = value.lastIndexOf('|');
-  return bar < 0 ? value : value.slice(0, bar);
-}
-
 /**
  * Per session, the inputs accepted by any instance and not yet taken up by the one that runs the
  * session, in one Redis list: its order is the order in which the instances handed them over,
@@ -79,7 +74,7 @@ export class PendingInputs {
       JSON.stringify(input),
       LIST_TTL_MS,
     )) as [number, string | null];
-    return lease ? { holder: leaseHolderOf(lease), length } : { length };
+    return lease ? { holder: parseLeaseValue(lease).instanceId, length } : { length };
   }
 
   /** Takes every input of the session's list, in order (none: an empty list). */

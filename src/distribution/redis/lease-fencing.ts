@@ -1,0 +1,51 @@
+import type { WriteFencing } from '../../contracts';
+import type { LeaseGrant } from './session-leases';
+
+/** What `LeaseFencing` asks of the leases: this instance's grant of a session, if it has one. */
+export interface GrantSource {
+  grantOf(sessionId: string): LeaseGrant | undefined;
+}
+
+/**
+ * The fences of one instance's writes, from its session leases (see `WriteFencing`):
+ *
+ * - a session this instance holds: its grant's fence;
+ * - a session it held and lost (taken over, or not renewed in time) but did not let go: a write
+ *   of a turn (`turnId` given) still carries the last fence it held, so that a turn of the old
+ *   lease that goes on writing (the process was paused, the network partitioned) is refused
+ *   once the new holder claimed a newer fence;
+ * - otherwise nothing: such a write is not a turn's (accepting an input for a session another
+ *   instance runs, dropping one at the gate) and is not fenced.
+ *
+ * A session let go cleanly (`released`: no turn of it runs here any more) is forgotten.
+ */
+export class LeaseFencing implements WriteFencing {
+  /** The last fence held per session not let go cleanly. */
+  private readonly last = new Map<string, number>();
+
+  constructor(private readonly leases: GrantSource) {}
+
+  fenceFor(sessionId: string, turnId?: string): number | undefined {
+    const grant = this.leases.grantOf(sessionId);
+    if (grant) {
+      this.last.set(sessionId, grant.fence);
+      return grant.fence;
+    }
+    return turnId === undefined ? undefined : this.last.get(sessionId);
+  }
+
+  /** Records a grant (its fence is the one the session's turns carry from now on). */
+  granted(grant: LeaseGrant): void {
+    this.last.set(grant.sessionId, grant.fence);
+  }
+
+  /** The session was let go cleanly: no turn of it runs here, so no fence is kept for it. */
+  released(sessionId: string): void {
+    this.last.delete(sessionId);
+  }
+
+  /** How many sessions keep a fence (held, or lost and not let go). */
+  get size(): number {
+    return this.last.size;
+  }
+}

@@ -7,7 +7,7 @@ import { Deferred } from '../support/deferred';
 import {
   deletePrefix,
   describeRedis,
-  REDIS_URL,
+  redisConnection,
   testPrefix,
   testRedis,
 } from '../support/redis-test';
@@ -115,7 +115,7 @@ describeRedis('distribution: the wake queue', () => {
   let prefix: string;
   let queue: Queue<WakeJob>;
   let worker: Worker<WakeJob> | undefined;
-  const connection = () => ({ url: REDIS_URL });
+  const connection = redisConnection;
 
   beforeEach(() => {
     prefix = testPrefix();

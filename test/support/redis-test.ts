@@ -55,6 +55,13 @@ export function testPrefix(): string {
   return `agent-test-${randomBytes(5).toString('hex')}`;
 }
 
+/** The test server as BullMQ's `connection` option (host, port and database of REDIS_URL). */
+export function redisConnection(): { host: string; port: number; db: number } {
+  const url = new URL(REDIS_URL);
+  const db = Number(url.pathname.slice(1) || 0);
+  return { host: url.hostname, port: Number(url.port || 6379), db };
+}
+
 /** A client of the test server (the caller quits it). */
 export function testRedis(): Redis {
   return new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });

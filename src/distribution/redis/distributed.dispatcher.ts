@@ -1,0 +1,220 @@
+import type {
+  AbortOptions,
+  Admission,
+  DispatchView,
+  DropReason,
+  HoldRelease,
+  IncomingMessage,
+  SessionLanes,
+  SessionLanesFactory,
+  Settlement,
+  WorkDispatcher,
+} from '../../contracts';
+import { HoldTable } from '../hold-table';
+import { HeldSessions, type FenceStore, type RunOutcome } from './held-sessions';
+import type { InstanceMailbox } from './instance-mailbox';
+import type { LeaseFencing } from './lease-fencing';
+import type { PendingInput, PendingInputs } from './pending-inputs';
+import type { SessionLeases } from './session-leases';
+import type { WakeQueue } from './wake-queue';
+
+/** What a distributed dispatcher is made of (one set per instance). */
+export interface DistributedDispatcherParts {
+  instanceId: string;
+  leases: SessionLeases;
+  fencing: LeaseFencing;
+  fences: FenceStore;
+  pending: PendingInputs;
+  wake: WakeQueue;
+  mailbox: InstanceMailbox;
+  /** How long a control request to the holder of a session may take (ms). */
+  requestTimeoutMs: number;
+}
+
+/** The mailbox's message types. */
+const POKE = 'poke';
+const SETTLED = 'settled';
+const ABORT = 'abort';
+const STOP = 'stop';
+const STATE = 'state';
+
+/** A session's state as its holder answers it. */
+interface HolderState {
+  runningTurn?: string;
+  waiting: IncomingMessage[];
+}
+
+/**
+ * The `WorkDispatcher` of distributed mode: a session's lane runs on the instance that holds its
+ * lease, whichever instance took its inputs. An accepted input is pushed onto the session's
+ * pending list (one order for every instance); the holder is poked through its mailbox, or, when
+ * nobody holds the session, one wake job is added and whichever instance takes it runs the
+ * session (`HeldSessions`). The settlement comes back to this instance through its mailbox.
+ * Control goes to the holder: `abort`, `stop` and the authoritative `waiting` / `runningTurn`.
+ *
+ * Not yet distributed (this instance only): holds (`hold` holds here and stops the sessions it
+ * can reach), `view` (the turns and waiting lists of sessions run here), `activeSessions`.
+ */
+export class DistributedDispatcher implements WorkDispatcher {
+  readonly view: DispatchView;
+  private readonly holds = new HoldTable();
+  private readonly lanes: SessionLanes;
+  private readonly held: HeldSessions;
+  private readonly waiters = new Map<string, (settlement: Settlement) => void>();
+
+  constructor(
+    createLanes: SessionLanesFactory,
+    private readonly parts: DistributedDispatcherParts,
+  ) {
+    const lanes = createLanes({ isHeld: (sessionId) => this.holds.isHeld(sessionId) });
+    this.lanes = lanes;
+    this.held = new HeldSessions({ ...parts, lanes, route: (input, s) => this.route(input, s) });
+    this.view = {
+      runningTurn: (sessionId) => lanes.runningTurn(sessionId),
+      waiting: (sessionId) => lanes.waiting(sessionId),
+      waitingCount: (sessionId) => lanes.waitingCount(sessionId),
+      activeSessions: () => lanes.activeSessions(),
+      isHeld: (sessionId) => this.holds.isHeld(sessionId),
+    };
+    this.listen();
+  }
+
+  /** This instance's id. */
+  get instanceId(): string {
+    return this.parts.instanceId;
+  }
+
+  /** Starts reading the mailbox and renewing leases. */
+  async start(): Promise<void> {
+    await this.parts.mailbox.start();
+    this.parts.leases.start();
+  }
+
+  /** Stops renewing leases and reading the mailbox; pending requests fail. */
+  async close(): Promise<void> {
+    this.parts.leases.stop();
+    await this.parts.mailbox.close();
+  }
+
+  /** The wake job of a session (the worker's processor calls it). */
+  runWake(sessionId: string): Promise<RunOutcome> {
+    return this.held.run(sessionId);
+  }
+
+  /** Called by the leases for each grant found lost. */
+  leaseLost(grant: { sessionId: string; fence: number }): void {
+    this.held.lost(grant);
+  }
+
+  async submit(message: IncomingMessage): Promise<Admission> {
+    if (this.holds.isHeld(message.sessionId)) return { accepted: false, reason: 'held' };
+    const id = message.id;
+    if (id === undefined) throw new Error('a distributed input needs its id');
+    const settlement = new Promise<Settlement>((resolve) => this.waiters.set(id, resolve));
+    const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
+    const { holder } = await this.parts.pending.push(input);
+    if (holder === this.instanceId) await this.held.poke(message.sessionId);
+    else if (holder) await this.parts.mailbox.send(holder, POKE, { sessionId: message.sessionId });
+    else await this.parts.wake.wake(message.sessionId);
+    return { accepted: true, settlement };
+  }
+
+  whenFree(sessionId: string, signal?: AbortSignal): Promise<void> {
+    return this.holds.whenFree(sessionId, signal);
+  }
+
+  async hold(sessionIds: readonly string[] | undefined, why?: string): Promise<HoldRelease> {
+    const release = this.holds.hold(sessionIds);
+    const free = () => {
+      release();
+      this.lanes.resume();
+    };
+    try {
+      const targets = sessionIds ?? this.held.sessions();
+      await Promise.all(targets.map((id) => this.stop(id, 'cleared', why)));
+    } catch (error) {
+      free();
+      throw error;
+    }
+    return () => Promise.resolve(free());
+  }
+
+  async abort(sessionId: string, options: AbortOptions): Promise<boolean> {
+    if (this.held.holds(sessionId)) return this.lanes.abort(sessionId, options);
+    return (await this.ask<boolean>(sessionId, ABORT, { sessionId, options })) ?? false;
+  }
+
+  async stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
+    if (this.held.holds(sessionId)) return this.lanes.stop(sessionId, reason, why);
+    await this.ask(sessionId, STOP, { sessionId, reason, why });
+  }
+
+  async drain(): Promise<void> {
+    const sessions = this.held.sessions();
+    await Promise.all(sessions.map((id) => this.lanes.stop(id, 'shutdown', 'shutdown')));
+  }
+
+  async waiting(sessionId: string): Promise<IncomingMessage[]> {
+    if (this.held.holds(sessionId)) return this.lanes.waiting(sessionId);
+    return (await this.ask<HolderState>(sessionId, STATE, { sessionId }))?.waiting ?? [];
+  }
+
+  async runningTurn(sessionId: string): Promise<string | undefined> {
+    if (this.held.holds(sessionId)) return this.lanes.runningTurn(sessionId);
+    return (await this.ask<HolderState>(sessionId, STATE, { sessionId }))?.runningTurn;
+  }
+
+  activeSessions(): Promise<string[]> {
+    return Promise.resolve(this.lanes.activeSessions());
+  }
+
+  /** Sends a settlement to the instance where the input's caller waits. */
+  private route(input: PendingInput, settlement: Settlement): void {
+    if (input.origin === this.instanceId) {
+      this.settle(input.message.id, settlement);
+      return;
+    }
+    void this.parts.mailbox.send(input.origin, SETTLED, { id: input.message.id, settlement });
+  }
+
+  private settle(id: string, settlement: Settlement): void {
+    const resolve = this.waiters.get(id);
+    this.waiters.delete(id);
+    resolve?.(settlement);
+  }
+
+  /** A control request to the session's holder; `undefined` when nobody holds it. */
+  private async ask<R>(sessionId: string, type: string, body: unknown): Promise<R | undefined> {
+    const holder = await this.parts.leases.holder(sessionId);
+    if (!holder) return undefined;
+    return this.parts.mailbox.request<R>(
+      holder.instanceId,
+      type,
+      body,
+      this.parts.requestTimeoutMs,
+    );
+  }
+
+  private listen(): void {
+    const on = <T>(type: string, handler: (body: T) => unknown) =>
+      this.parts.mailbox.on(type, (envelope) => handler(envelope.body as T));
+    on<{ sessionId: string }>(POKE, ({ sessionId }) => this.held.poke(sessionId));
+    on<{ id: string; settlement: Settlement }>(SETTLED, ({ id, settlement }) =>
+      this.settle(id, settlement),
+    );
+    on<{ sessionId: string; options: AbortOptions }>(ABORT, ({ sessionId, options }) =>
+      this.held.holds(sessionId) ? this.lanes.abort(sessionId, options) : false,
+    );
+    on<{ sessionId: string; reason: DropReason; why?: string }>(STOP, (body) =>
+      this.held.holds(body.sessionId)
+        ? this.lanes.stop(body.sessionId, body.reason, body.why).then(() => null)
+        : null,
+    );
+    on<{ sessionId: string }>(STATE, ({ sessionId }) => {
+      const running = this.lanes.runningTurn(sessionId);
+      const state: HolderState = { waiting: this.lanes.waiting(sessionId) };
+      if (running !== undefined) state.runningTurn = running;
+      return state;
+    });
+  }
+}

@@ -1,0 +1,189 @@
+import { Logger } from '@nestjs/common';
+import type { SessionLanes, Settlement } from '../../contracts';
+import type { LeaseFencing } from './lease-fencing';
+import type { PendingInput, PendingInputs } from './pending-inputs';
+import type { LeaseGrant, SessionLeases } from './session-leases';
+import type { WakeQueue } from './wake-queue';
+
+/** The database side of a takeover: the session's newest fence, and claiming a newer one. */
+export interface FenceStore {
+  current(sessionId: string): Promise<number>;
+  claim(sessionId: string, fence: number): Promise<boolean>;
+}
+
+/** What the sessions this instance runs are run with. */
+export interface HeldSessionsParts {
+  lanes: SessionLanes;
+  leases: SessionLeases;
+  fencing: LeaseFencing;
+  fences: FenceStore;
+  pending: PendingInputs;
+  wake: WakeQueue;
+  /** Where a settled input's settlement goes: to the instance where its caller waits. */
+  route(input: PendingInput, settlement: Settlement): void;
+}
+
+/** A session this instance runs now, under its lease. */
+interface HeldSession {
+  grant: LeaseGrant;
+  /** Inputs entered into the lane, by id: the instances to tell of their settlement. */
+  entered: Map<string, string[]>;
+  /** How many entered inputs have not settled. */
+  unsettled: number;
+  /** Set when the lease was found lost: settlements are then the new holder's to give. */
+  lost: boolean;
+  /** Drains of the pending list, one after another (S8: the list's order is the lane's). */
+  draining: Promise<void>;
+  /** Wakes the run loop: an input entered or settled. */
+  changed: () => void;
+}
+
+/** How a wake job for a session ended. */
+export type RunOutcome = 'ran' | 'held-elsewhere' | 'running-here';
+
+/**
+ * The holder's side of distributed mode: the sessions this instance runs, each under its lease.
+ * A wake job takes the lease (its fence never below the database's, and claimed there before
+ * anything is read, so the previous holder can write no more), then feeds the session's pending
+ * inputs into the engine's lanes in list order until the session is idle; then it lets go and
+ * wakes the session again if an input came in the meantime.
+ */
+export class HeldSessions {
+  private readonly logger = new Logger('HeldSessions');
+  private readonly running = new Map<string, HeldSession>();
+
+  constructor(private readonly parts: HeldSessionsParts) {}
+
+  /** Whether this instance runs the session now. */
+  holds(sessionId: string): boolean {
+    return this.running.has(sessionId);
+  }
+
+  /** The sessions this instance runs now. */
+  sessions(): string[] {
+    return [...this.running.keys()];
+  }
+
+  /** The wake job of a session: runs it here until it is idle, unless another instance holds it. */
+  async run(sessionId: string): Promise<RunOutcome> {
+    if (this.running.has(sessionId)) return 'running-here';
+    const grant = await this.take(sessionId);
+    if (!grant) return 'held-elsewhere';
+    const session = this.open(grant);
+    try {
+      await this.untilIdle(session);
+    } finally {
+      await this.letGo(session);
+    }
+    return 'ran';
+  }
+
+  /** New inputs for a session: entered if it runs here; otherwise woken if any wait. */
+  async poke(sessionId: string): Promise<void> {
+    const session = this.running.get(sessionId);
+    if (session) await this.drain(session);
+    else if ((await this.parts.pending.length(sessionId)) > 0)
+      await this.parts.wake.wake(sessionId);
+  }
+
+  /** The lease was found lost: the session's settlements are no longer this instance's. */
+  lost(grant: LeaseGrant): void {
+    const session = this.running.get(grant.sessionId);
+    if (session && session.grant.fence === grant.fence) {
+      session.lost = true;
+      this.logger.warn(
+        `Lost the lease of session ${JSON.stringify(grant.sessionId)} (fence ${grant.fence}): another instance takes it over`,
+      );
+      session.changed();
+    }
+  }
+
+  /** Takes the lease (floor: the database's fence) and claims its fence in the database. */
+  private async take(sessionId: string): Promise<LeaseGrant | undefined> {
+    const { leases, fences, fencing } = this.parts;
+    const floor = await fences.current(sessionId);
+    const grant = await leases.acquire(sessionId, floor);
+    if (!grant) return undefined;
+    fencing.granted(grant);
+    if (!(await fences.claim(sessionId, grant.fence))) {
+      // The database has seen a newer fence: this grant is stale (Redis lost its counter).
+      await leases.release(grant);
+      throw new Error(`stale lease fence ${grant.fence} for session ${JSON.stringify(sessionId)}`);
+    }
+    return grant;
+  }
+
+  private open(grant: LeaseGrant): HeldSession {
+    const session: HeldSession = {
+      grant,
+      entered: new Map(),
+      unsettled: 0,
+      lost: false,
+      draining: Promise.resolve(),
+      changed: () => undefined,
+    };
+    this.running.set(grant.sessionId, session);
+    return session;
+  }
+
+  /** Drains and enters until every entered input settled and the lane is idle. */
+  private async untilIdle(session: HeldSession): Promise<void> {
+    const { lanes } = this.parts;
+    const sessionId = session.grant.sessionId;
+    for (;;) {
+      const changed = new Promise<void>((resolve) => (session.changed = resolve));
+      await this.drain(session);
+      const idle =
+        session.unsettled === 0 &&
+        lanes.runningTurn(sessionId) === undefined &&
+        lanes.waitingCount(sessionId) === 0;
+      if (idle || session.lost) return;
+      await changed;
+    }
+  }
+
+  /** Takes the session's pending inputs and enters them, after any drain still going. */
+  private drain(session: HeldSession): Promise<void> {
+    const next = session.draining.then(async () => {
+      const inputs = await this.parts.pending.drain(session.grant.sessionId);
+      for (const input of inputs) this.enter(session, input);
+    });
+    session.draining = next.catch((error: unknown) => {
+      this.logger.error(`Taking up inputs failed: ${String(error)}`);
+    });
+    return session.draining;
+  }
+
+  /** Enters one input (once per id: a repeat only adds an instance to tell). */
+  private enter(session: HeldSession, input: PendingInput): void {
+    const { id } = input.message;
+    const origins = session.entered.get(id);
+    if (origins) {
+      if (!origins.includes(input.origin)) origins.push(input.origin);
+      return;
+    }
+    const tell = [input.origin];
+    session.entered.set(id, tell);
+    session.unsettled++;
+    session.changed();
+    void this.parts.lanes.enter(input.message).then((settlement) => {
+      session.unsettled--;
+      session.entered.delete(id);
+      if (!session.lost) {
+        for (const origin of tell) {
+          this.parts.route({ ...input, origin }, settlement);
+        }
+      }
+      session.changed();
+    });
+  }
+
+  /** Lets the lease go and wakes the session again if inputs came after the last drain. */
+  private async letGo(session: HeldSession): Promise<void> {
+    const { sessionId } = session.grant;
+    this.running.delete(sessionId);
+    await this.parts.leases.release(session.grant).catch(() => false);
+    this.parts.fencing.released(sessionId);
+    if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
+  }
+}

@@ -1,0 +1,278 @@
+import { Queue, Worker } from 'bullmq';
+import type Redis from 'ioredis';
+import {
+  createSqlStores,
+  SessionLanesFactory,
+  WorkDispatcher,
+  type SessionLanesFactory as LanesFactory,
+  type Settlement,
+  type SqlStores,
+} from '../../src';
+import { DistributedDispatcher } from '../../src/distribution/redis/distributed.dispatcher';
+import { InstanceMailbox } from '../../src/distribution/redis/instance-mailbox';
+import { LeaseFencing } from '../../src/distribution/redis/lease-fencing';
+import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
+import { SessionLeases } from '../../src/distribution/redis/session-leases';
+import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
+import { FakeOpenAiServer } from '../../src/testing';
+import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { AgentHarness } from '../support/agent-harness';
+import {
+  deletePrefix,
+  describeRedis,
+  redisConnection,
+  testPrefix,
+  testRedis,
+} from '../support/redis-test';
+
+/**
+ * Two instances of the agent in one process, each with its own Redis clients, PostgreSQL pool,
+ * mailbox, leases and BullMQ worker, sharing one Redis prefix and one database: the distributed
+ * dispatcher runs a session's lane on the instance holding its lease, whichever instance took
+ * its inputs, and brings every settlement back to where its caller waits.
+ */
+
+/** One instance: the harness (AgentModule), its dispatcher, its worker and what it opened. */
+interface Instance {
+  id: string;
+  harness: AgentHarness;
+  dispatcher: DistributedDispatcher;
+  leases: SessionLeases;
+  /** Wake jobs this instance's worker ran. */
+  jobs: string[];
+  close(): Promise<void>;
+}
+
+const human = (sessionId: string, content: string) => ({ sessionId, content });
+
+describeRedis('distributed dispatch (two instances)', () => {
+  describePg('on PostgreSQL', () => {
+    let prefix: string;
+    let db: TempDb;
+    let server: FakeOpenAiServer;
+    const instances: Instance[] = [];
+
+    async function instance(id: string): Promise<Instance> {
+      const redis: Redis = testRedis();
+      let dispatcher: DistributedDispatcher | undefined;
+      const leases = new SessionLeases(redis, {
+        prefix,
+        instanceId: id,
+        leaseMs: 5_000,
+        onLost: (grant) => dispatcher?.leaseLost(grant),
+      });
+      const fencing = new LeaseFencing(leases);
+      const stores: SqlStores = await createSqlStores(db.url, { fencing });
+      const mailbox = new InstanceMailbox(redis, { prefix, instanceId: id, blockMs: 1_000 });
+      const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection: redisConnection(), prefix });
+      const parts = {
+        instanceId: id,
+        leases,
+        fencing,
+        fences: stores.fences,
+        pending: new PendingInputs(redis, prefix),
+        wake: new WakeQueue(queue),
+        mailbox,
+        requestTimeoutMs: 5_000,
+      };
+      const harness = await AgentHarness.start({
+        server,
+        agent: {
+          sessionStore: stores.sessions,
+          historyStore: stores.log,
+          messageArchive: stores.log,
+          inputInbox: stores.inbox,
+        },
+        extraProviders: [
+          {
+            provide: WorkDispatcher,
+            useFactory: (lanes: LanesFactory) =>
+              (dispatcher = new DistributedDispatcher(lanes, parts)),
+            inject: [SessionLanesFactory],
+          },
+        ],
+      });
+      await dispatcher!.start();
+      const jobs: string[] = [];
+      const worker = new Worker<WakeJob>(
+        WAKE_QUEUE,
+        async (job) => {
+          jobs.push(job.data.sessionId);
+          await dispatcher!.runWake(job.data.sessionId);
+        },
+        { connection: redisConnection(), prefix, concurrency: 8 },
+      );
+      const made: Instance = {
+        id,
+        harness,
+        dispatcher: dispatcher!,
+        leases,
+        jobs,
+        close: async () => {
+          await worker.close();
+          await harness.close();
+          await dispatcher!.close();
+          await queue.close();
+          await stores.close();
+          await redis.quit();
+        },
+      };
+      instances.push(made);
+      return made;
+    }
+
+    /** The instance where the session's turn `turnId` started. */
+    function ranOn(turnId: string): string[] {
+      return instances
+        .filter((i) => i.harness.of('agent:turn:start').some((e) => e.turnId === turnId))
+        .map((i) => i.id);
+    }
+
+    /** Resolves once a turn of the session started on any instance, with its id. */
+    function turnStart(sessionId: string, content: string): Promise<string> {
+      return Promise.race(
+        instances.map((i) =>
+          i.harness
+            .waitFor(
+              'agent:turn:start',
+              (e) => e.sessionId === sessionId && e.inputs.some((m) => m.content === content),
+            )
+            .then((e) => e.turnId),
+        ),
+      );
+    }
+
+    /** Resolves once no instance holds the session (its holder let it go, idle). */
+    async function letGo(sessionId: string): Promise<void> {
+      const until = Date.now() + 5_000;
+      while (await instances[0].leases.holder(sessionId)) {
+        if (Date.now() > until) throw new Error(`session ${sessionId} is still held`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
+
+    beforeEach(async () => {
+      prefix = testPrefix();
+      db = await tempPgSchema();
+      server = await FakeOpenAiServer.start();
+    });
+
+    afterEach(async () => {
+      server.release();
+      for (const i of instances.splice(0)) await i.close();
+      await server.close();
+      await deletePrefix(prefix);
+      await db.drop();
+    });
+
+    it('S1, S2: inputs sent to either instance run on the one holding the session, and each caller gets its settlement', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      // After the turn's last model call began, a human input opens the next turn (S2, I2).
+      const second = b.harness.agent.handleMessage(human('s', 'H2'));
+      await Promise.race(
+        instances.map((i) =>
+          i.harness.waitFor('agent:queue', (q) => q.sessionId === 's' && q.waiting.length === 1),
+        ),
+      );
+      server.release();
+
+      const [s1, s2] = await Promise.all([first, second]);
+      expect(s1).toEqual({ settled: 'turn', turnId: t1, outcome: 'replied', reply: 'R1' });
+      expect(s2).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
+      const t2 = (s2 as Extract<Settlement, { settled: 'turn' }>).turnId;
+      expect(t2).not.toBe(t1);
+      // One instance ran both turns: the one that held the session.
+      const holder = ranOn(t1);
+      expect(holder).toHaveLength(1);
+      expect(ranOn(t2)).toEqual(holder);
+      expect((await a.harness.stored('s')).map((m) => [m.role, m.content])).toEqual([
+        ['user', 'H1'],
+        ['assistant', 'R1'],
+        ['user', 'H2'],
+        ['assistant', 'R2'],
+      ]);
+    });
+
+    it('an idle session costs one wake job per idle-to-busy transition; inputs while it is held cost none', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
+
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      await turnStart('s', 'H1');
+      await server.nextRequest();
+      const more = [
+        b.harness.agent.handleMessage(human('s', 'H2')),
+        a.harness.agent.handleMessage(human('s', 'H3')),
+      ];
+      await Promise.race(
+        instances.map((i) =>
+          i.harness.waitFor('agent:queue', (q) => q.sessionId === 's' && q.waiting.length === 2),
+        ),
+      );
+      server.release();
+      const settled = await Promise.all([first, ...more]);
+      expect(settled.every((s) => s.settled === 'turn' && s.outcome === 'replied')).toBe(true);
+      expect([...a.jobs, ...b.jobs]).toEqual(['s']);
+
+      // Idle again (its holder let it go): the next input is a new transition, with its job.
+      await letGo('s');
+      await expect(b.harness.agent.handleMessage(human('s', 'H4'))).resolves.toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+      });
+      expect([...a.jobs, ...b.jobs]).toEqual(['s', 's']);
+    });
+
+    it('S3: an abort from the other instance stops the turn where it runs and answers true; a stale turnId answers false', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true });
+
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
+      const other = holder === a ? b : a;
+
+      await expect(other.harness.agent.abortAsync('s', { turnId: 'not-the-turn' })).resolves.toBe(
+        false,
+      );
+      await expect(other.harness.agent.abortAsync('s', { turnId: t1 })).resolves.toBe(true);
+      await expect(first).resolves.toEqual({ settled: 'turn', turnId: t1, outcome: 'aborted' });
+      // Nothing holds the session now: an abort has nothing to stop.
+      await expect(other.harness.agent.abortAsync('s')).resolves.toBe(false);
+    });
+
+    it("S8: the waiting list of a session held elsewhere is the holder's, in arrival order", async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
+      const other = holder === a ? b : a;
+      const queued = (n: number) =>
+        holder.harness.waitFor('agent:queue', (q) => q.sessionId === 's' && q.waiting.length === n);
+      const waiting = [other.harness.agent.handleMessage(human('s', 'H2'))];
+      await queued(1);
+      waiting.push(holder.harness.agent.handleMessage(human('s', 'H3')));
+      await queued(2);
+      const listed = await other.dispatcher.waiting('s');
+      expect(listed.map((m) => m.content)).toEqual(['H2', 'H3']);
+      expect(await other.dispatcher.runningTurn('s')).toBe(t1);
+      server.release();
+      await Promise.all([first, ...waiting]);
+      await letGo('s');
+      expect(await other.dispatcher.runningTurn('s')).toBeUndefined();
+      expect(await other.dispatcher.waiting('s')).toEqual([]);
+    });
+  });
+});

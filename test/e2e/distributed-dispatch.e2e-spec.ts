@@ -10,6 +10,7 @@ import {
 } from '../../src';
 import { DistributedDispatcher } from '../../src/distribution/redis/distributed.dispatcher';
 import { InstanceMailbox } from '../../src/distribution/redis/instance-mailbox';
+import { InstanceRegistry } from '../../src/distribution/redis/instance-registry';
 import { LeaseFencing } from '../../src/distribution/redis/lease-fencing';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
 import { SessionLeases } from '../../src/distribution/redis/session-leases';
@@ -17,6 +18,7 @@ import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redi
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 import { AgentHarness } from '../support/agent-harness';
+import { Deferred } from '../support/deferred';
 import {
   deletePrefix,
   describeRedis,
@@ -41,6 +43,8 @@ interface Instance {
   /** Wake jobs this instance's worker ran. */
   jobs: string[];
   close(): Promise<void>;
+  /** Stops without releasing anything it placed (as a killed process would): no release is sent. */
+  vanish(): Promise<void>;
 }
 
 const human = (sessionId: string, content: string) => ({ sessionId, content });
@@ -73,6 +77,12 @@ describeRedis('distributed dispatch (two instances)', () => {
         pending: new PendingInputs(redis, prefix),
         wake: new WakeQueue(queue),
         mailbox,
+        registry: new InstanceRegistry(redis, {
+          prefix,
+          instanceId: id,
+          beatEveryMs: 100,
+          goneAfterMs: 500,
+        }),
         requestTimeoutMs: 5_000,
       };
       const harness = await AgentHarness.start({
@@ -102,13 +112,26 @@ describeRedis('distributed dispatch (two instances)', () => {
         },
         { connection: redisConnection(), prefix, concurrency: 8 },
       );
+      let closed = false;
       const made: Instance = {
         id,
         harness,
         dispatcher: dispatcher!,
         leases,
         jobs,
+        vanish: async () => {
+          closed = true;
+          await worker.close(true);
+          leases.stop();
+          await parts.registry.stop();
+          await mailbox.close();
+          await harness.close().catch(() => undefined);
+          await queue.close();
+          await stores.close();
+          await redis.quit();
+        },
         close: async () => {
+          if (closed) return;
           await worker.close();
           await harness.close();
           await dispatcher!.close();
@@ -274,5 +297,129 @@ describeRedis('distributed dispatch (two instances)', () => {
       expect(await other.dispatcher.runningTurn('s')).toBeUndefined();
       expect(await other.dispatcher.waiting('s')).toEqual([]);
     });
+
+    it('S4: clearing from the other instance stops the turn where it runs, drops its waiting inputs and clears the history', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true });
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
+      const other = holder === a ? b : a;
+      const waiting = holder.harness.agent.handleMessage(human('s', 'H2'));
+      await holder.harness.waitFor(
+        'agent:queue',
+        (q) => q.sessionId === 's' && q.waiting.length === 1,
+      );
+
+      await expect(other.harness.agent.clearHistory(['s'])).resolves.toEqual(['s']);
+      await expect(first).resolves.toEqual({ settled: 'turn', turnId: t1, outcome: 'aborted' });
+      await expect(waiting).resolves.toEqual({ settled: 'dropped', reason: 'cleared' });
+      expect(await a.harness.stored('s')).toEqual([]);
+
+      // Released everywhere: the next input, on either instance, runs.
+      server.enqueue({ text: 'R3' });
+      await expect(holder.harness.agent.handleMessage(human('s', 'H3'))).resolves.toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+        reply: 'R3',
+      });
+      expect((await b.harness.stored('s')).map((m) => m.content)).toEqual(['H3', 'R3']);
+    });
+
+    it('S4: an input sent to another instance while a clearing holds the session waits and runs after it', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      const inClear = new Deferred<void>();
+      const endClear = new Deferred<void>();
+      const clearing = a.harness.agent.clearing(['s'], async () => {
+        inClear.resolve();
+        await endClear.promise;
+      });
+      // The clear runs: the session is held on every instance.
+      await inClear.promise;
+      expect(b.dispatcher.view.isHeld('s')).toBe(true);
+      const held = b.harness.agent.handleMessage(human('s', 'H1'));
+      let released = false;
+      const startedAfterRelease = turnStart('s', 'H1').then(() => released);
+      released = true;
+      endClear.resolve();
+      await clearing;
+      await expect(startedAfterRelease).resolves.toBe(true);
+      await expect(held).resolves.toMatchObject({ settled: 'turn', outcome: 'replied' });
+    });
+
+    it('S7: deleting the session from the other instance stops its turn and drops its inputs', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true });
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
+      const other = holder === a ? b : a;
+      const waiting = holder.harness.agent.handleMessage(human('s', 'H2'));
+      await holder.harness.waitFor(
+        'agent:queue',
+        (q) => q.sessionId === 's' && q.waiting.length === 1,
+      );
+
+      await other.harness.agent.deleteSession('s');
+      await expect(first).resolves.toEqual({ settled: 'turn', turnId: t1, outcome: 'aborted' });
+      // deleteSession holds the session first (as in one process): the hold's stop drops them.
+      await expect(waiting).resolves.toEqual({ settled: 'dropped', reason: 'cleared' });
+      // The generation moved for every instance: the session starts afresh on either.
+      server.enqueue({ text: 'R3' });
+      await expect(holder.harness.agent.handleMessage(human('s', 'H3'))).resolves.toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+      });
+      expect((await other.harness.stored('s')).map((m) => m.content)).toEqual(['H3', 'R3']);
+    });
+
+    it('S4: clearing all from one instance stops the sessions running on every instance', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2', hold: true });
+      const runs = [
+        a.harness.agent.handleMessage(human('s1', 'H1')),
+        b.harness.agent.handleMessage(human('s2', 'H2')),
+      ];
+      await Promise.all([turnStart('s1', 'H1'), turnStart('s2', 'H2')]);
+      await server.nextRequest();
+      await server.nextRequest();
+
+      await expect(b.harness.agent.clearHistory()).resolves.toBe('all');
+      for (const settled of await Promise.all(runs)) {
+        expect(settled).toMatchObject({ settled: 'turn', outcome: 'aborted' });
+      }
+      expect(await a.harness.stored('s1')).toEqual([]);
+      expect(await a.harness.stored('s2')).toEqual([]);
+    });
+
+    it('S4: a hold of an instance that vanished is forgotten, so its sessions are not held forever', async () => {
+      const a = await instance('inst-a');
+      const c = await instance('inst-c');
+      let never!: () => void;
+      void c.harness.agent.clearing(['s'], () => new Promise<void>((resolve) => (never = resolve)));
+      await waitUntil(() => a.dispatcher.view.isHeld('s'));
+      await c.vanish();
+      await waitUntil(() => !a.dispatcher.view.isHeld('s'));
+      await expect(a.harness.agent.handleMessage(human('s', 'H1'))).resolves.toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+      });
+      never();
+    });
   });
 });
+
+/** Polls a local condition (an instance's own view, no I/O) until it holds, for up to 5 s. */
+async function waitUntil(done: () => boolean): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (!done()) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

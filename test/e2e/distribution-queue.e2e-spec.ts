@@ -1,5 +1,6 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type Redis from 'ioredis';
+import { InstanceRegistry } from '../../src/distribution/redis/instance-registry';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
 import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
@@ -93,6 +94,17 @@ describeRedis('distribution: pending inputs', () => {
       holder: 'host|with|bars:4242',
       length: 2,
     });
+  });
+
+  it('lists the sessions with inputs on their way, glob characters and all, under its prefix only', async () => {
+    const pending = new PendingInputs(client(), prefix);
+    const neighbour = new PendingInputs(client(), `${prefix}x`);
+    for (const id of ['plain', 's*1', 's[x]?', 'a\\b']) await pending.push(input(id, `in-${id}`));
+    await neighbour.push(input('other', 'in-other'));
+    expect((await pending.sessions()).sort()).toEqual(['a\\b', 'plain', 's*1', 's[x]?']);
+    await pending.drain('plain');
+    expect(await pending.sessions()).not.toContain('plain');
+    await deletePrefix(`${prefix}x`);
   });
 
   it('a message round-trips whole, and the list expires if nobody takes it up', async () => {
@@ -198,3 +210,48 @@ async function waitFor(done: () => Promise<boolean>): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+describeRedis('distribution: the instance registry', () => {
+  let prefix: string;
+  const clients: Redis[] = [];
+
+  beforeEach(() => {
+    prefix = testPrefix();
+  });
+
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.quit()));
+    await deletePrefix(prefix);
+  });
+
+  it('lists the instances heard of lately, forgets one gone silent, and one that stopped', async () => {
+    let now = 1_000_000;
+    const registry = (instanceId: string) => {
+      const redis = testRedis();
+      clients.push(redis);
+      return new InstanceRegistry(redis, {
+        prefix,
+        instanceId,
+        beatEveryMs: 60_000,
+        goneAfterMs: 1_000,
+        now: () => now,
+      });
+    };
+    const a = registry('inst-a');
+    const b = registry('inst-b');
+    const c = registry('inst-c');
+    await Promise.all([a.start(), b.start(), c.start()]);
+    expect(await a.live()).toEqual(['inst-a', 'inst-b', 'inst-c']);
+
+    await c.stop();
+    expect(await a.live()).toEqual(['inst-a', 'inst-b']);
+
+    now += 1_500;
+    await a.beat();
+    expect(await a.live()).toEqual(['inst-a']);
+    // Gone means removed: a late beat brings it back.
+    await b.beat();
+    expect(await a.live()).toEqual(['inst-a', 'inst-b']);
+    await Promise.all([a.stop(), b.stop()]);
+  });
+});

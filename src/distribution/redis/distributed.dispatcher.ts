@@ -10,9 +10,11 @@ import type {
   Settlement,
   WorkDispatcher,
 } from '../../contracts';
+import { newId } from '../../contracts';
 import { HoldTable } from '../hold-table';
 import { HeldSessions, type FenceStore, type RunOutcome } from './held-sessions';
 import type { InstanceMailbox } from './instance-mailbox';
+import type { InstanceRegistry } from './instance-registry';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { SessionLeases } from './session-leases';
@@ -27,6 +29,8 @@ export interface DistributedDispatcherParts {
   pending: PendingInputs;
   wake: WakeQueue;
   mailbox: InstanceMailbox;
+  /** The live instances: whom holds are told to. */
+  registry: InstanceRegistry;
   /** How long a control request to the holder of a session may take (ms). */
   requestTimeoutMs: number;
 }
@@ -37,6 +41,15 @@ const SETTLED = 'settled';
 const ABORT = 'abort';
 const STOP = 'stop';
 const STATE = 'state';
+const HOLD = 'hold';
+const RELEASE = 'release';
+const STOP_ALL = 'stop-all';
+
+/** A hold another instance placed here: its release, and who placed it. */
+interface RemoteHold {
+  origin: string;
+  release: () => void;
+}
 
 /** A session's state as its holder answers it. */
 interface HolderState {
@@ -52,8 +65,10 @@ interface HolderState {
  * session (`HeldSessions`). The settlement comes back to this instance through its mailbox.
  * Control goes to the holder: `abort`, `stop` and the authoritative `waiting` / `runningTurn`.
  *
- * Not yet distributed (this instance only): holds (`hold` holds here and stops the sessions it
- * can reach), `view` (the turns and waiting lists of sessions run here), `activeSessions`.
+ * Holds (S4) are placed on every live instance before anything is stopped, and released on
+ * every one; a hold whose instance is gone (no heartbeat) is forgotten, so no session stays held
+ * by a dead instance. Not yet distributed (this instance only): `view` (the turns and waiting
+ * lists of sessions run here) and `activeSessions`.
  */
 export class DistributedDispatcher implements WorkDispatcher {
   readonly view: DispatchView;
@@ -61,6 +76,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   private readonly lanes: SessionLanes;
   private readonly held: HeldSessions;
   private readonly waiters = new Map<string, (settlement: Settlement) => void>();
+  private readonly remoteHolds = new Map<string, RemoteHold>();
 
   constructor(
     createLanes: SessionLanesFactory,
@@ -88,11 +104,13 @@ export class DistributedDispatcher implements WorkDispatcher {
   async start(): Promise<void> {
     await this.parts.mailbox.start();
     this.parts.leases.start();
+    await this.parts.registry.start(() => void this.forgetGoneHolds());
   }
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */
   async close(): Promise<void> {
     this.parts.leases.stop();
+    await this.parts.registry.stop();
     await this.parts.mailbox.close();
   }
 
@@ -124,19 +142,27 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   async hold(sessionIds: readonly string[] | undefined, why?: string): Promise<HoldRelease> {
-    const release = this.holds.hold(sessionIds);
-    const free = () => {
-      release();
+    const holdId = newId();
+    const local = this.holds.hold(sessionIds);
+    const others = (await this.parts.registry.live()).filter((id) => id !== this.instanceId);
+    let released = false;
+    const release = async () => {
+      if (released) return;
+      released = true;
+      local();
       this.lanes.resume();
+      await this.askAll(others, RELEASE, { holdId });
     };
     try {
-      const targets = sessionIds ?? this.held.sessions();
-      await Promise.all(targets.map((id) => this.stop(id, 'cleared', why)));
+      // Held everywhere first: from now on no instance admits an input or opens a turn of them.
+      await this.askAll(others, HOLD, { holdId, sessionIds: sessionIds ?? null });
+      if (sessionIds) await Promise.all(sessionIds.map((id) => this.stop(id, 'cleared', why)));
+      else await this.stopAll(others, why);
     } catch (error) {
-      free();
+      await release();
       throw error;
     }
-    return () => Promise.resolve(free());
+    return release;
   }
 
   async abort(sessionId: string, options: AbortOptions): Promise<boolean> {
@@ -145,8 +171,42 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   async stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
-    if (this.held.holds(sessionId)) return this.lanes.stop(sessionId, reason, why);
-    await this.ask(sessionId, STOP, { sessionId, reason, why });
+    // Here (held here, or taken for it), or where it is held; a holder gone meanwhile: again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (await this.held.stop(sessionId, reason, why)) return;
+      const answered = await this.ask(sessionId, STOP, { sessionId, reason, why });
+      if (answered !== undefined) return;
+    }
+  }
+
+  /** Clearing all: every instance stops what it runs; sessions with inputs on their way too. */
+  private async stopAll(others: string[], why?: string): Promise<void> {
+    await Promise.all([
+      this.askAll(others, STOP_ALL, { why: why ?? null }),
+      ...this.held.sessions().map((id) => this.stop(id, 'cleared', why)),
+    ]);
+    const waiting = await this.parts.pending.sessions();
+    await Promise.all(waiting.map((id) => this.stop(id, 'cleared', why)));
+  }
+
+  /** A request to each of `instances`; one that does not answer (gone) is passed over. */
+  private async askAll(instances: string[], type: string, body: unknown): Promise<void> {
+    const { mailbox, requestTimeoutMs } = this.parts;
+    await Promise.all(
+      instances.map((id) => mailbox.request(id, type, body, requestTimeoutMs).catch(() => null)),
+    );
+  }
+
+  /** Forgets the holds of instances that are gone (no heartbeat), so no session stays held. */
+  private async forgetGoneHolds(): Promise<void> {
+    if (!this.remoteHolds.size) return;
+    const live = new Set(await this.parts.registry.live());
+    for (const [holdId, hold] of this.remoteHolds) {
+      if (live.has(hold.origin)) continue;
+      this.remoteHolds.delete(holdId);
+      hold.release();
+      this.lanes.resume();
+    }
   }
 
   async drain(): Promise<void> {
@@ -196,8 +256,8 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   private listen(): void {
-    const on = <T>(type: string, handler: (body: T) => unknown) =>
-      this.parts.mailbox.on(type, (envelope) => handler(envelope.body as T));
+    const on = <T>(type: string, handler: (body: T, from: string) => unknown) =>
+      this.parts.mailbox.on(type, (envelope) => handler(envelope.body as T, envelope.from));
     on<{ sessionId: string }>(POKE, ({ sessionId }) => this.held.poke(sessionId));
     on<{ id: string; settlement: Settlement }>(SETTLED, ({ id, settlement }) =>
       this.settle(id, settlement),
@@ -205,11 +265,26 @@ export class DistributedDispatcher implements WorkDispatcher {
     on<{ sessionId: string; options: AbortOptions }>(ABORT, ({ sessionId, options }) =>
       this.held.holds(sessionId) ? this.lanes.abort(sessionId, options) : false,
     );
-    on<{ sessionId: string; reason: DropReason; why?: string }>(STOP, (body) =>
-      this.held.holds(body.sessionId)
-        ? this.lanes.stop(body.sessionId, body.reason, body.why).then(() => null)
-        : null,
-    );
+    on<{ sessionId: string; reason: DropReason; why?: string }>(STOP, async (body) => {
+      await this.held.stop(body.sessionId, body.reason, body.why);
+      return null;
+    });
+    on<{ holdId: string; sessionIds: string[] | null }>(HOLD, ({ holdId, sessionIds }, from) => {
+      const release = this.holds.hold(sessionIds ?? undefined);
+      this.remoteHolds.set(holdId, { origin: from, release });
+      return null;
+    });
+    on<{ holdId: string }>(RELEASE, ({ holdId }) => {
+      this.remoteHolds.get(holdId)?.release();
+      this.remoteHolds.delete(holdId);
+      this.lanes.resume();
+      return null;
+    });
+    on<{ why: string | null }>(STOP_ALL, async ({ why }) => {
+      const sessions = this.held.sessions();
+      await Promise.all(sessions.map((id) => this.stop(id, 'cleared', why ?? undefined)));
+      return null;
+    });
     on<{ sessionId: string }>(STATE, ({ sessionId }) => {
       const running = this.lanes.runningTurn(sessionId);
       const state: HolderState = { waiting: this.lanes.waiting(sessionId) };

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { SessionLanes, Settlement } from '../../contracts';
+import type { DropReason, SessionLanes, Settlement } from '../../contracts';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { LeaseGrant, SessionLeases } from './session-leases';
@@ -84,6 +84,37 @@ export class HeldSessions {
     if (session) await this.drain(session);
     else if ((await this.parts.pending.length(sessionId)) > 0)
       await this.parts.wake.wake(sessionId);
+  }
+
+  /**
+   * Stops the session on this instance: its pending inputs are taken into the lane first (a
+   * hold keeps them from opening a turn), then the lane stops its turn and drops them, settling
+   * each. A session nobody holds but with inputs on their way is taken for it and let go after.
+   * False when another instance holds the session (the caller asks that one).
+   */
+  async stop(sessionId: string, reason: DropReason, why?: string): Promise<boolean> {
+    let session = this.running.get(sessionId);
+    const took = !session;
+    if (!session) {
+      if (
+        (await this.parts.pending.length(sessionId)) === 0 &&
+        !this.parts.lanes.runningTurn(sessionId)
+      ) {
+        return (await this.parts.leases.holder(sessionId)) === undefined;
+      }
+      const grant = await this.take(sessionId);
+      if (!grant) return false;
+      session = this.open(grant);
+    }
+    await this.drain(session);
+    await this.parts.lanes.stop(sessionId, reason, why);
+    if (took) {
+      while (session.unsettled > 0) {
+        await new Promise<void>((resolve) => (session.changed = resolve));
+      }
+      await this.letGo(session);
+    }
+    return true;
   }
 
   /** The lease was found lost: the session's settlements are no longer this instance's. */

@@ -45,6 +45,11 @@ type Scripted = Redis & {
   agentPendingDrain(list: string): Promise<string[]>;
 };
 
+/** `text` with Redis glob characters escaped, to match it literally in SCAN MATCH. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
 /**
  * Per session, the inputs accepted by any instance and not yet taken up by the one that runs the
  * session, in one Redis list: its order is the order in which the instances handed them over,
@@ -81,6 +86,25 @@ export class PendingInputs {
   async drain(sessionId: string): Promise<PendingInput[]> {
     const items = await this.redis.agentPendingDrain(this.keys.pending(sessionId));
     return items.map((item) => JSON.parse(item) as PendingInput);
+  }
+
+  /** The sessions with inputs in their list (a SCAN: for clearing all, not for a hot path). */
+  async sessions(): Promise<string[]> {
+    const head = this.keys.pending('');
+    const found = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(
+        cursor,
+        'MATCH',
+        `${globEscape(head)}*`,
+        'COUNT',
+        500,
+      );
+      cursor = next;
+      for (const key of keys) found.add(key.slice(head.length));
+    } while (cursor !== '0');
+    return [...found];
   }
 
   /** How many inputs of the session wait in the list. */

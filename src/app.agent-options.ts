@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { AgentModuleOptions } from './agent';
 import type { AppConfig } from './app.config';
 import { clockTool, createProviderFromEnv, DemoProvider, describeProvider } from './llm';
+import { LeaseFencing } from './distribution';
 import { createSqlStores } from './session-bridge';
 
 /**
@@ -12,9 +13,12 @@ import { createSqlStores } from './session-bridge';
  */
 export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentModuleOptions> {
   const logger = new Logger('AppModule');
+  const distribution = config.distribution;
+  // Distributed mode: the stores' turn writes carry the fences of this instance's leases.
+  const fencing = distribution ? new LeaseFencing() : undefined;
   const stores = await createSqlStores(
     config.db.kind === 'postgres' ? config.db.url : config.db.file,
-    { timeoutMs: config.limits.dbTimeoutMs },
+    { timeoutMs: config.limits.dbTimeoutMs, ...(fencing ? { fencing } : {}) },
   );
   logger.log(
     stores.dialect === 'postgres'
@@ -35,5 +39,17 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
     llmIdleTimeoutMs,
     turnTimeoutMs,
     onShutdown: () => stores.close(),
+    ...(distribution
+      ? {
+          distribution: {
+            redis: distribution.redisUrl,
+            stores,
+            ...(distribution.instanceId ? { instanceId: distribution.instanceId } : {}),
+            leaseMs: distribution.leaseMs,
+            concurrency: distribution.concurrency,
+            prefix: distribution.prefix,
+          },
+        }
+      : {}),
   };
 }

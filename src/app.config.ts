@@ -12,7 +12,18 @@ export interface AppConfig {
   adminTokenGenerated: boolean;
   llm?: { baseURL: string; apiKey?: string; model?: string };
   db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
-  redisUrl?: string;
+  /** Distributed mode (`REDIS_URL` set; README, "Distributed mode"). */
+  distribution?: {
+    redisUrl: string;
+    /** `AGENT_INSTANCE_ID`; unset: host name and pid. */
+    instanceId?: string;
+    /** `AGENT_LEASE_MS`. */
+    leaseMs: number;
+    /** `AGENT_CONCURRENCY`. */
+    concurrency: number;
+    /** `AGENT_QUEUE_PREFIX`. */
+    prefix: string;
+  };
   /** Bounds of the agent (README, "Configuration (server)"). */
   limits: {
     /** `AGENT_MAX_WAITING`: waiting inputs per session. */
@@ -124,13 +135,39 @@ function limits(env: NodeJS.ProcessEnv): AppConfig['limits'] {
 }
 
 /**
- * Distributed mode (BullMQ + Redis) is not part of this version: refuse a set REDIS_URL rather
- * than ignore it, so nobody believes several instances share the work when they do not.
+ * Distributed mode's settings, when `REDIS_URL` is set: it needs PostgreSQL (`AGENT_DB`), since
+ * a SQLite file cannot be shared by several instances.
  */
-function distributed(redisUrl: string): never {
-  throw new ConfigError(
-    `REDIS_URL is set (${redisUrl.replace(/\/\/[^@/]*@/, '//***@')}) but distributed mode is not available in this version: unset REDIS_URL to run in-process`,
-  );
+function distribution(
+  env: NodeJS.ProcessEnv,
+  db: AppConfig['db'],
+): AppConfig['distribution'] | undefined {
+  // Checked whether or not REDIS_URL is set: a typo stops the start either way.
+  const prefix = env.AGENT_QUEUE_PREFIX?.trim() || 'agent';
+  if (!/^[\w.-]+$/.test(prefix)) {
+    throw new ConfigError(`AGENT_QUEUE_PREFIX must be letters, digits, _ . or -, got "${prefix}"`);
+  }
+  const instanceId = env.AGENT_INSTANCE_ID?.trim();
+  if (instanceId !== undefined && instanceId !== '' && !/^[\x21-\x7e]+$/.test(instanceId)) {
+    throw new ConfigError('AGENT_INSTANCE_ID must be printable ASCII without spaces');
+  }
+  const leaseMs = integer(env, 'AGENT_LEASE_MS', 10_000, 300);
+  const concurrency = integer(env, 'AGENT_CONCURRENCY', 64, 1);
+  const redis = env.REDIS_URL?.trim();
+  if (!redis) return undefined;
+  const redisUrl = url('REDIS_URL', redis, ['redis:', 'rediss:']);
+  if (db.kind !== 'postgres') {
+    throw new ConfigError(
+      'REDIS_URL is set but AGENT_DB is a SQLite file: distributed mode keeps its durable record in PostgreSQL, so set AGENT_DB=postgres://... (or unset REDIS_URL to run in one process)',
+    );
+  }
+  return {
+    redisUrl,
+    ...(instanceId ? { instanceId } : {}),
+    leaseMs,
+    concurrency,
+    prefix,
+  };
 }
 
 /** Reads and validates the environment; throws `ConfigError` naming the bad variable. */
@@ -150,7 +187,9 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const llmBase = env.LLM_BASE_URL?.trim();
   const db = env.AGENT_DB?.trim() || './data/agent.sqlite';
-  const redis = env.REDIS_URL?.trim();
+  const store: AppConfig['db'] = /^postgres(ql)?:/.test(db)
+    ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
+    : { kind: 'sqlite', file: db };
   return {
     port: port(env),
     host,
@@ -163,10 +202,8 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
           model: env.LLM_MODEL || undefined,
         }
       : undefined,
-    db: /^postgres(ql)?:/.test(db)
-      ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
-      : { kind: 'sqlite', file: db },
-    redisUrl: redis ? distributed(url('REDIS_URL', redis, ['redis:', 'rediss:'])) : undefined,
+    db: store,
+    distribution: distribution(env, store),
     limits: limits(env),
     http: httpLimits(env),
     rateLimits: rateLimits(env),

@@ -192,3 +192,6 @@ export type {
 
 // Where a session's work runs: the in-process dispatcher, for hosts that wrap or replace it.
 export { InProcessDispatcher } from './distribution';
+// Distributed mode (`AgentModule` option `distribution`): its options, errors and write fencing.
+export { DistributionOptionsError, LeaseFencing, RedisSettingsError } from './distribution';
+export type { DistributionOptions, DistributionStores } from './distribution';

@@ -14,7 +14,12 @@ import {
 } from '../contracts';
 import { HookRegistry } from '../hooks';
 import { ModelRegistry } from '../llm';
-import { InProcessDispatcher } from '../distribution';
+import { InProcessDispatcher, type DistributionRuntime } from '../distribution';
+import {
+  DISTRIBUTION_RUNTIME,
+  DistributionLifecycle,
+  distributionRuntime,
+} from './distribution-lifecycle';
 import { PromptAssembler } from '../prompt';
 import { MemoryInputInbox, MemoryMessageLog, MemorySessionStore } from '../session-bridge';
 import { TokenEstimator, UsageTracker } from '../usage';
@@ -102,9 +107,15 @@ const engine: Provider[] = [
     inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS],
   },
   {
+    provide: DISTRIBUTION_RUNTIME,
+    useFactory: distributionRuntime,
+    inject: [AGENT_MODULE_OPTIONS, SessionLanesFactory],
+  },
+  {
     provide: WorkDispatcher,
-    useFactory: (lanes: LanesFactory) => new InProcessDispatcher(lanes),
-    inject: [SessionLanesFactory],
+    useFactory: (lanes: LanesFactory, runtime: DistributionRuntime | null) =>
+      runtime?.dispatcher ?? new InProcessDispatcher(lanes),
+    inject: [SessionLanesFactory, DISTRIBUTION_RUNTIME],
   },
   {
     provide: InputGate,
@@ -139,6 +150,7 @@ const engine: Provider[] = [
     InputRecovery,
     UsageSnapshots,
     SessionAdmin,
+    DistributionLifecycle,
     ...ports,
     ...engine,
   ],

@@ -8,6 +8,7 @@ import type {
   SessionStore,
   ToolSpec,
 } from '../contracts';
+import type { DistributionOptions } from '../distribution';
 
 /** Options of `AgentModule.forRoot` / `forRootAsync`. Every field is optional. */
 export interface AgentModuleOptions {
@@ -79,6 +80,11 @@ export interface AgentModuleOptions {
    * options opened (database pools, clients). Errors are logged.
    */
   onShutdown?: () => Promise<void> | void;
+  /**
+   * Distributed mode: several instances share the sessions over Redis, BullMQ and PostgreSQL
+   * (README, "Distributed mode"). Unset: every session runs in this process.
+   */
+  distribution?: DistributionOptions;
 }
 
 /** How the prompt is kept within the token budget. */

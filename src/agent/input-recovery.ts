@@ -12,6 +12,8 @@ import {
   type TurnRecord,
 } from '../contracts';
 import { closingMarkers, InputGate } from './engine';
+import { AGENT_MODULE_OPTIONS } from './agent.module-definition';
+import type { AgentModuleOptions } from './agent.options';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
 
 /** What a start-up recovery found and did. */
@@ -48,10 +50,16 @@ export class InputRecovery implements OnApplicationBootstrap, OnApplicationShutd
   constructor(
     @Inject(GUARDED_STORES) private readonly stores: GuardedStores,
     private readonly gate: InputGate,
+    @Inject(AGENT_MODULE_OPTIONS) private readonly options: AgentModuleOptions,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    this.report = await this.recover();
+    // Distributed mode: the inbox is shared, and its unsettled inputs are mostly those other
+    // live instances are running; one starting must not close their turns nor run their
+    // inputs again. (Taking over a dead instance's sessions is the lease holder's job.)
+    this.report = this.options.distribution
+      ? { closedTurns: 0, resumedInputs: 0, ms: 0 }
+      : await this.recover();
     if (this.report.closedTurns || this.report.resumedInputs) {
       const { closedTurns, resumedInputs, ms } = this.report;
       this.logger.log(

@@ -1,2 +1,5 @@
 export * from './hold-table';
 export * from './in-process.dispatcher';
+export * from './distribution-options';
+export { LeaseFencing } from './redis/lease-fencing';
+export { RedisSettingsError } from './redis/redis-settings';

@@ -23,10 +23,19 @@ export class LeaseFencing implements WriteFencing {
   /** The last fence held per session not let go cleanly. */
   private readonly last = new Map<string, number>();
 
-  constructor(private readonly leases: GrantSource) {}
+  /**
+   * `leases`: this instance's leases; may be bound later (`bind`), as the stores are made before
+   * distribution starts. Unbound, no write is fenced.
+   */
+  constructor(private leases?: GrantSource) {}
+
+  /** Binds the leases whose grants give the fences (distribution does it when it starts). */
+  bind(leases: GrantSource): void {
+    this.leases = leases;
+  }
 
   fenceFor(sessionId: string, turnId?: string): number | undefined {
-    const grant = this.leases.grantOf(sessionId);
+    const grant = this.leases?.grantOf(sessionId);
     if (grant) {
       this.last.set(sessionId, grant.fence);
       return grant.fence;

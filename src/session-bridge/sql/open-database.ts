@@ -64,6 +64,8 @@ export interface SqlStores {
   inbox: SqlInputInbox;
   /** Distributed mode's session fences (claimed by a takeover; see `SqlStoreOptions.fencing`). */
   fences: SqlSessionFences;
+  /** The fencing the stores were created with (`SqlStoreOptions.fencing`), if any. */
+  fencing?: WriteFencing;
   dialect: SqlDialect;
   /** Closes the database; safe to call more than once. */
   close(): Promise<void>;
@@ -118,6 +120,7 @@ export async function createSqlStores(
     log: new SqlMessageLog(opened.db, options.fencing),
     inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
     fences: new SqlSessionFences(opened.db),
+    ...(options.fencing ? { fencing: options.fencing } : {}),
     dialect: opened.dialect,
     close: opened.close,
   };

@@ -1,0 +1,60 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Optional,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import { resolveDistribution, startDistribution, type DistributionRuntime } from '../distribution';
+import type { SessionLanesFactory } from '../contracts';
+import type { AgentModuleOptions } from './agent.options';
+
+/** Injection token of the running distribution (`null` in-process). @internal */
+export const DISTRIBUTION_RUNTIME = Symbol.for('agent:distribution_runtime');
+
+/** Starts distributed mode when the options ask for it (`distribution`); `null` otherwise. */
+export function distributionRuntime(
+  options: AgentModuleOptions,
+  lanes: SessionLanesFactory,
+): Promise<DistributionRuntime | null> {
+  if (!options.distribution) return Promise.resolve(null);
+  const logger = new Logger('Distribution');
+  const resolved = resolveDistribution(options.distribution);
+  return startDistribution(resolved, lanes, (warning) => logger.warn(warning)).then((runtime) => {
+    logger.log(
+      `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
+    );
+    logger.warn(
+      'Distributed mode is not complete in this version: an instance that dies is not taken over yet (its interrupted turn stays open and the inputs its lane had taken stay unsettled in the inbox; README, "Distributed mode")',
+    );
+    return runtime;
+  });
+}
+
+/**
+ * Distributed mode's place in the application's lifecycle: the wake worker takes jobs once the
+ * application is up (recovery done), stops taking them when shutdown begins (a session it runs
+ * is then drained, S9, and its job delivered again elsewhere), and the connections close last.
+ */
+@Injectable()
+export class DistributionLifecycle
+  implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+{
+  constructor(
+    @Optional() @Inject(DISTRIBUTION_RUNTIME) private readonly runtime: DistributionRuntime | null,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.runtime?.startWorker();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.runtime?.stopWorker();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.runtime?.close();
+  }
+}

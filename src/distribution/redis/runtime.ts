@@ -1,0 +1,121 @@
+import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import Redis from 'ioredis';
+import type { SessionLanesFactory } from '../../contracts';
+import type { DistributionRuntime, ResolvedDistributionOptions } from '../distribution-options';
+import { DistributedDispatcher } from './distributed.dispatcher';
+import { InstanceMailbox } from './instance-mailbox';
+import { InstanceRegistry } from './instance-registry';
+import { PendingInputs } from './pending-inputs';
+import { checkRedisSettings } from './redis-settings';
+import { SessionLeases } from './session-leases';
+import { WAKE_QUEUE, WakeQueue, type WakeJob } from './wake-queue';
+
+/** How long a control request to another instance may take (ms): a few renewals of a lease. */
+const REQUEST_TIMEOUT_MS = 10_000;
+
+/** BullMQ's connection options from a `redis://` URL (BullMQ takes no URL itself). */
+function connectionOf(url: string): ConnectionOptions {
+  const parsed = new URL(url);
+  return {
+    host: parsed.hostname,
+    port: Number(parsed.port || 6379),
+    db: Number(parsed.pathname.slice(1) || 0),
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/** A Redis client, connected, of a server whose settings pass `checkRedisSettings`. */
+async function connectChecked(url: string, warn: (message: string) => void): Promise<Redis> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+  try {
+    await redis.connect();
+    for (const warning of (await checkRedisSettings(redis)).warnings) warn(warning);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  return redis;
+}
+
+/**
+ * Builds one instance's distribution (see `startDistribution`): one Redis client for commands
+ * (the mailbox adds its blocking reader), the leases with their fencing, the instance registry,
+ * the pending lists, the wake queue and, once `startWorker` runs, the wake worker.
+ */
+export async function createRuntime(
+  options: ResolvedDistributionOptions,
+  createLanes: SessionLanesFactory,
+  warn: (message: string) => void,
+): Promise<DistributionRuntime> {
+  const { instanceId, prefix, leaseMs, concurrency } = options;
+  const redis = await connectChecked(options.redis, warn);
+  const connection = connectionOf(options.redis);
+  // The leases report losses to the dispatcher, which is made with them: looked up late.
+  const owner: { dispatcher?: DistributedDispatcher } = {};
+  const leases = new SessionLeases(redis, {
+    prefix,
+    instanceId,
+    leaseMs,
+    onLost: (grant) => owner.dispatcher?.leaseLost(grant),
+  });
+  options.fencing.bind(leases);
+  const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection, prefix });
+  const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
+  const registry = new InstanceRegistry(redis, {
+    prefix,
+    instanceId,
+    beatEveryMs: Math.max(100, Math.floor(leaseMs / 3)),
+    goneAfterMs: leaseMs,
+  });
+  const dispatcher = new DistributedDispatcher(createLanes, {
+    instanceId,
+    leases,
+    fencing: options.fencing,
+    fences: options.stores.fences,
+    pending: new PendingInputs(redis, prefix),
+    wake: new WakeQueue(queue),
+    mailbox,
+    registry,
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  });
+  owner.dispatcher = dispatcher;
+  await dispatcher.start();
+  return runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
+    await queue.close();
+    await redis.quit().catch(() => redis.disconnect());
+  });
+}
+
+/** The runtime around a started dispatcher: the wake worker, and the order things close in. */
+function runtimeOf(
+  dispatcher: DistributedDispatcher,
+  worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
+  closeConnections: () => Promise<void>,
+): DistributionRuntime {
+  const { connection, prefix, concurrency, leaseMs } = worker;
+  let running: Worker<WakeJob> | undefined;
+  return {
+    dispatcher,
+    instanceId: dispatcher.instanceId,
+    async startWorker() {
+      running ??= new Worker<WakeJob>(
+        WAKE_QUEUE,
+        async (job) => void (await dispatcher.runWake(job.data.sessionId)),
+        // A holder that died stops renewing its job's lock: its job is delivered again after
+        // a lease, to an instance that takes the session over.
+        { connection, prefix, concurrency, lockDuration: leaseMs, stalledInterval: leaseMs },
+      );
+      await running.waitUntilReady();
+    },
+    async stopWorker() {
+      await running?.close(true);
+    },
+    async close() {
+      await running?.close(true);
+      await dispatcher.close();
+      await closeConnections();
+    },
+  };
+}

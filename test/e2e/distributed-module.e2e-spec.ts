@@ -1,0 +1,138 @@
+import {
+  createSqlStores,
+  DistributionOptionsError,
+  LeaseFencing,
+  RedisSettingsError,
+  type AgentModuleOptions,
+  type SqlStores,
+} from '../../src';
+import { FakeOpenAiServer } from '../../src/testing';
+import { describePg, tempPgSchema, tempSqlite, type TempDb } from '../contracts/sql-test-db';
+import { AgentHarness } from '../support/agent-harness';
+import { RedisInstance } from '../support/redis-instance';
+import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+
+/**
+ * Distributed mode as a library host turns it on: `AgentModule.forRoot({ distribution })` with
+ * PostgreSQL stores made with a `LeaseFencing`. Two applications share the sessions; a bad setup
+ * stops the start with one line saying what to change.
+ */
+describeRedis('distributed mode through AgentModule options', () => {
+  describePg('on PostgreSQL', () => {
+    let server: FakeOpenAiServer;
+    let db: TempDb;
+    let prefix: string;
+    const open: Array<{ close(): Promise<void> }> = [];
+
+    async function stores(url = db.url): Promise<SqlStores> {
+      const made = await createSqlStores(url, { fencing: new LeaseFencing() });
+      open.push(made);
+      return made;
+    }
+
+    function options(made: SqlStores, instanceId: string, redis = REDIS_URL): AgentModuleOptions {
+      return {
+        sessionStore: made.sessions,
+        historyStore: made.log,
+        messageArchive: made.log,
+        inputInbox: made.inbox,
+        distribution: { redis, stores: made, instanceId, prefix, leaseMs: 2_000 },
+      };
+    }
+
+    async function app(made: SqlStores, instanceId: string): Promise<AgentHarness> {
+      const harness = await AgentHarness.start({ server, agent: options(made, instanceId) });
+      open.unshift(harness);
+      return harness;
+    }
+
+    beforeEach(async () => {
+      server = await FakeOpenAiServer.start();
+      db = await tempPgSchema();
+      prefix = testPrefix();
+    });
+
+    afterEach(async () => {
+      server.release();
+      for (const item of open.splice(0)) await item.close();
+      await server.close();
+      await deletePrefix(prefix);
+      await db.drop();
+    });
+
+    it('S1: two applications share a session: each input is answered where it was sent', async () => {
+      const a = await app(await stores(), 'host-a');
+      const b = await app(await stores(), 'host-b');
+      server.enqueue({ text: 'R1' }, { text: 'R2' }, { text: 'R3' });
+      await expect(a.agent.handleMessage({ sessionId: 's', content: 'H1' })).resolves.toMatchObject(
+        {
+          settled: 'turn',
+          outcome: 'replied',
+          reply: 'R1',
+        },
+      );
+      await expect(b.agent.handleMessage({ sessionId: 's', content: 'H2' })).resolves.toMatchObject(
+        {
+          settled: 'turn',
+          outcome: 'replied',
+          reply: 'R2',
+        },
+      );
+      await expect(a.agent.handleMessage({ sessionId: 's', content: 'H3' })).resolves.toMatchObject(
+        {
+          reply: 'R3',
+        },
+      );
+      expect((await b.stored('s')).map((m) => m.content)).toEqual([
+        'H1',
+        'R1',
+        'H2',
+        'R2',
+        'H3',
+        'R3',
+      ]);
+    });
+
+    it('SQLite stores stop the start with one line: distributed mode needs PostgreSQL', async () => {
+      const file = tempSqlite();
+      try {
+        const made = await stores(file.url);
+        const failed = await AgentHarness.start({ server, agent: options(made, 'x') }).catch(
+          (e: unknown) => e,
+        );
+        expect(failed).toBeInstanceOf(DistributionOptionsError);
+        expect((failed as Error).message).toMatch(
+          /^distribution\.stores must be PostgreSQL stores/,
+        );
+        expect((failed as Error).message).not.toContain('\n');
+      } finally {
+        await file.drop();
+      }
+    });
+
+    it('stores made without a LeaseFencing stop the start: their writes would not be fenced', async () => {
+      const made = await createSqlStores(db.url);
+      open.push(made);
+      const failed = await AgentHarness.start({ server, agent: options(made, 'x') }).catch(
+        (e: unknown) => e,
+      );
+      expect(failed).toBeInstanceOf(DistributionOptionsError);
+      expect((failed as Error).message).toContain('new LeaseFencing()');
+    });
+
+    it('a Redis that may evict keys stops the start with one line naming maxmemory-policy', async () => {
+      const redis = await RedisInstance.create({ args: ['--maxmemory-policy', 'allkeys-lru'] });
+      try {
+        const made = await stores();
+        const failed = await AgentHarness.start({
+          server,
+          agent: options(made, 'x', redis.url),
+        }).catch((e: unknown) => e);
+        expect(failed).toBeInstanceOf(RedisSettingsError);
+        expect((failed as Error).message).toMatch(/^REDIS_URL: .*maxmemory-policy/);
+      } finally {
+        await redis.remove();
+      }
+    });
+  });
+});

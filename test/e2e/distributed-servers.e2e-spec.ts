@@ -1,0 +1,108 @@
+import request from 'supertest';
+import { FakeOpenAiServer } from '../../src/testing';
+import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { ServerProcess } from '../support/api-process';
+import { TEST_TOKEN } from '../support/api-app';
+import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+
+jest.setTimeout(90_000);
+
+/**
+ * Two server processes (`src/main.ts`) in distributed mode, as an operator runs them: one Redis,
+ * one PostgreSQL database, one key prefix, each its own instance id and port. Inputs sent to
+ * either over REST run on the instance holding their session and are answered where they came.
+ */
+describeRedis('distributed mode: two server processes', () => {
+  describePg('on PostgreSQL', () => {
+    let model: FakeOpenAiServer;
+    let db: TempDb;
+    let prefix: string;
+    const procs: ServerProcess[] = [];
+
+    function server(instanceId: string): ServerProcess {
+      const proc = ServerProcess.start({
+        AGENT_ADMIN_TOKEN: TEST_TOKEN,
+        LLM_BASE_URL: model.url,
+        LLM_MODEL: 'test-model',
+        AGENT_DB: db.url,
+        REDIS_URL,
+        AGENT_QUEUE_PREFIX: prefix,
+        AGENT_INSTANCE_ID: instanceId,
+        AGENT_LEASE_MS: '2000',
+      });
+      procs.push(proc);
+      return proc;
+    }
+
+    const post = (url: string, sessionId: string, content: string) =>
+      request(url)
+        .post('/agent/messages?wait=true')
+        .set('Authorization', `Bearer ${TEST_TOKEN}`)
+        .send({ sessionId, content });
+
+    beforeEach(async () => {
+      model = await FakeOpenAiServer.start();
+      db = await tempPgSchema();
+      prefix = testPrefix();
+    });
+
+    afterEach(async () => {
+      for (const proc of procs.splice(0)) {
+        proc.signal('SIGKILL');
+        await proc.exited;
+      }
+      await model.close();
+      await deletePrefix(prefix);
+      await db.drop();
+    });
+
+    it('starts in distributed mode, saying so, and warns of a Redis that keeps nothing on disk', async () => {
+      const a = server('inst-a');
+      await a.url();
+      await a.waitForOutput(/Distributed mode: instance inst-a, lease 2000 ms, 64 sessions/);
+      expect(a.stdout + a.stderr).toMatch(/REDIS_URL: Redis keeps nothing on disk \(appendonly no/);
+    });
+
+    it('S1, S2: inputs posted to either server run on the one holding the session and are answered where they were posted', async () => {
+      const [a, b] = [server('inst-a'), server('inst-b')];
+      const [urlA, urlB] = await Promise.all([a.url(), b.url()]);
+      model.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+
+      const first = post(urlA, 's', 'H1').then((r) => r);
+      await model.nextRequest();
+      const second = post(urlB, 's', 'H2').then((r) => r);
+      // H2 waits behind the running turn on whichever server runs the session.
+      await waitUntil(async () => {
+        for (const url of [urlA, urlB]) {
+          const state = await request(url)
+            .get('/agent/sessions/s')
+            .set('Authorization', `Bearer ${TEST_TOKEN}`);
+          if (state.status === 200 && state.body.waiting === 1) return true;
+        }
+        return false;
+      });
+      model.release();
+
+      const [r1, r2] = await Promise.all([first, second]);
+      expect(r1.status).toBe(200);
+      expect(r1.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
+      expect(r2.status).toBe(200);
+      expect(r2.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
+      const history = await request(urlA)
+        .get('/agent/sessions/s/history')
+        .set('Authorization', `Bearer ${TEST_TOKEN}`);
+      expect(history.status).toBe(200);
+      const messages = history.body.messages as Array<{ content: string }>;
+      expect(messages.map((m) => m.content)).toEqual(['H1', 'R1', 'H2', 'R2']);
+    });
+  });
+});
+
+/** Polls `done` (a request to a server) every 20 ms for up to 10 s. */
+async function waitUntil(done: () => Promise<boolean>): Promise<void> {
+  const until = Date.now() + 10_000;
+  while (!(await done())) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -6,10 +6,12 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
+  type OnModuleInit,
 } from '@nestjs/common';
 import { resolveDistribution, startDistribution, type DistributionRuntime } from '../distribution';
 import type { SessionLanesFactory } from '../contracts';
 import type { AgentModuleOptions } from './agent.options';
+import { InputRecovery } from './input-recovery';
 
 /** Injection token of the running distribution (`null` in-process). @internal */
 export const DISTRIBUTION_RUNTIME = Symbol.for('agent:distribution_runtime');
@@ -27,7 +29,7 @@ export function distributionRuntime(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
     logger.warn(
-      'Distributed mode is not complete in this version: an instance that dies is not taken over yet (its interrupted turn stays open and the inputs its lane had taken stay unsettled in the inbox; README, "Distributed mode")',
+      'Distributed mode is not complete in this version: each instance sees only the sessions it runs (synchronous abort, session states, Socket.IO events), and a Redis outage is not handled yet (README, "Distributed mode")',
     );
     return runtime;
   });
@@ -40,11 +42,19 @@ export function distributionRuntime(
  */
 @Injectable()
 export class DistributionLifecycle
-  implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   constructor(
     @Optional() @Inject(DISTRIBUTION_RUNTIME) private readonly runtime: DistributionRuntime | null,
+    private readonly recovery: InputRecovery,
   ) {}
+
+  onModuleInit(): void {
+    // A session taken over from a dead instance: its interrupted turns closed, its inputs resumed.
+    this.runtime?.setTakeover((sessionId, onTheirWay, settledAfterMs) =>
+      this.recovery.takeOver(sessionId, onTheirWay, settledAfterMs),
+    );
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.runtime?.startWorker();

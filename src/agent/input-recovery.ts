@@ -7,6 +7,8 @@ import {
 } from '@nestjs/common';
 import {
   WellKnownMetadataKeys as K,
+  escapeForLog,
+  type IncomingMessage,
   type InboxEntry,
   type Settlement,
   type TurnRecord,
@@ -74,16 +76,38 @@ export class InputRecovery implements OnApplicationBootstrap, OnApplicationShutd
     clearInterval(this.timer);
   }
 
+  /**
+   * Distributed mode's takeover of one session, by the instance that just took its lease (and
+   * claimed its fence, so the previous holder writes no more): its interrupted turns are closed
+   * once (as after a restart), and the inputs the previous holder's lane had taken without
+   * opening a turn with them are returned, in arrival order, for the new holder's lane. Inputs
+   * accepted less than `settledAfterMs` ago, or named in `onTheirWay` (the session's pending
+   * list), are on their way by the usual path and are left alone.
+   */
+  async takeOver(
+    sessionId: string,
+    onTheirWay: ReadonlySet<string>,
+    settledAfterMs: number,
+  ): Promise<Array<IncomingMessage & { id: string }>> {
+    const entries = await this.stores.inbox.unsettled(sessionId);
+    const { turns, waiting } = groupByTurn(entries);
+    for (const [turnId, members] of turns) await this.closeTurn(turnId, members);
+    if (turns.size) {
+      this.logger.log(
+        `Took over session ${escapeForLog(sessionId)}: ${turns.size} interrupted turn(s) closed`,
+      );
+    }
+    const oldest = new Date(Date.now() - settledAfterMs).toISOString();
+    return waiting
+      .filter((e) => !onTheirWay.has(e.id) && e.acceptedAt <= oldest)
+      .map((e) => e.message);
+  }
+
   /** Closes interrupted turns and resumes waiting inputs; see the class. */
   async recover(): Promise<RecoveryReport> {
     const started = performance.now();
     const entries = await this.stores.inbox.unsettled();
-    const byTurn = new Map<string, InboxEntry[]>();
-    const waiting: InboxEntry[] = [];
-    for (const entry of entries) {
-      if (entry.turnId === undefined) waiting.push(entry);
-      else byTurn.set(entry.turnId, [...(byTurn.get(entry.turnId) ?? []), entry]);
-    }
+    const { turns: byTurn, waiting } = groupByTurn(entries);
     for (const [turnId, members] of byTurn) await this.closeTurn(turnId, members);
     // In arrival order: each is on its way before the next is taken up.
     for (const entry of waiting) void this.gate.resume(entry.message);
@@ -144,4 +168,18 @@ export class InputRecovery implements OnApplicationBootstrap, OnApplicationShutd
       .prune(before)
       .catch((error: unknown) => this.logger.warn(`Could not prune the inbox: ${String(error)}`));
   }
+}
+
+/** Unsettled inbox entries: those of each interrupted turn, and those in no turn, in order. */
+function groupByTurn(entries: InboxEntry[]): {
+  turns: Map<string, InboxEntry[]>;
+  waiting: InboxEntry[];
+} {
+  const turns = new Map<string, InboxEntry[]>();
+  const waiting: InboxEntry[] = [];
+  for (const entry of entries) {
+    if (entry.turnId === undefined) waiting.push(entry);
+    else turns.set(entry.turnId, [...(turns.get(entry.turnId) ?? []), entry]);
+  }
+  return { turns, waiting };
 }

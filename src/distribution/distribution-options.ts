@@ -1,12 +1,15 @@
 import { hostname } from 'node:os';
 import { AgentError, type WorkDispatcher, type SessionLanesFactory } from '../contracts';
-import type { FenceStore } from './redis/held-sessions';
+import type { FenceStore, SessionTakeover } from './redis/held-sessions';
+import type { SettlementSource } from './redis/settlement-waiters';
 import { LeaseFencing } from './redis/lease-fencing';
 
 /** The SQL stores distributed mode writes through: PostgreSQL, created with a `LeaseFencing`. */
 export interface DistributionStores {
   dialect: 'sqlite' | 'postgres';
   fences: FenceStore;
+  /** The inbox: where a settlement is found when its message did not come. */
+  inbox: SettlementSource;
   /** The fencing the stores were created with (`createSqlStores(url, { fencing })`). */
   fencing?: unknown;
 }
@@ -89,6 +92,8 @@ export interface DistributionRuntime {
   startWorker(): Promise<void>;
   /** Stops taking wake jobs at once; the jobs of sessions it runs are delivered again later. */
   stopWorker(): Promise<void>;
+  /** Provides the engine's takeover of a session (`InputRecovery.takeOver`). */
+  setTakeover(takeover: SessionTakeover): void;
   /** Stops the worker, the mailbox, the leases and the Redis connections. */
   close(): Promise<void>;
 }

@@ -84,6 +84,8 @@ describeRedis('distributed dispatch (two instances)', () => {
           goneAfterMs: 500,
         }),
         requestTimeoutMs: 5_000,
+        leaseMs: 5_000,
+        inbox: stores.inbox,
       };
       const harness = await AgentHarness.start({
         server,

@@ -10,14 +10,21 @@ import type {
   Settlement,
   WorkDispatcher,
 } from '../../contracts';
-import { newId } from '../../contracts';
 import { HoldTable } from '../hold-table';
-import { HeldSessions, type FenceStore, type RunOutcome } from './held-sessions';
+import {
+  HeldSessions,
+  type FenceStore,
+  type RunOutcome,
+  type SessionTakeover,
+  UNKNOWN_ORIGIN,
+} from './held-sessions';
+import { CrossInstanceHolds } from './cross-instance-holds';
 import type { InstanceMailbox } from './instance-mailbox';
 import type { InstanceRegistry } from './instance-registry';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { SessionLeases } from './session-leases';
+import { SettlementWaiters, type SettlementSource } from './settlement-waiters';
 import type { WakeQueue } from './wake-queue';
 
 /** What a distributed dispatcher is made of (one set per instance). */
@@ -33,6 +40,10 @@ export interface DistributedDispatcherParts {
   registry: InstanceRegistry;
   /** How long a control request to the holder of a session may take (ms). */
   requestTimeoutMs: number;
+  /** The lease length (ms). */
+  leaseMs: number;
+  /** The inbox, where a settlement is found when its message did not come (a takeover). */
+  inbox: SettlementSource;
 }
 
 /** The mailbox's message types. */
@@ -41,15 +52,6 @@ const SETTLED = 'settled';
 const ABORT = 'abort';
 const STOP = 'stop';
 const STATE = 'state';
-const HOLD = 'hold';
-const RELEASE = 'release';
-const STOP_ALL = 'stop-all';
-
-/** A hold another instance placed here: its release, and who placed it. */
-interface RemoteHold {
-  origin: string;
-  release: () => void;
-}
 
 /** A session's state as its holder answers it. */
 interface HolderState {
@@ -75,8 +77,9 @@ export class DistributedDispatcher implements WorkDispatcher {
   private readonly holds = new HoldTable();
   private readonly lanes: SessionLanes;
   private readonly held: HeldSessions;
-  private readonly waiters = new Map<string, (settlement: Settlement) => void>();
-  private readonly remoteHolds = new Map<string, RemoteHold>();
+  private readonly waiters = new SettlementWaiters();
+  private readonly crossHolds: CrossInstanceHolds;
+  private takeover?: SessionTakeover;
 
   constructor(
     createLanes: SessionLanesFactory,
@@ -84,7 +87,20 @@ export class DistributedDispatcher implements WorkDispatcher {
   ) {
     const lanes = createLanes({ isHeld: (sessionId) => this.holds.isHeld(sessionId) });
     this.lanes = lanes;
-    this.held = new HeldSessions({ ...parts, lanes, route: (input, s) => this.route(input, s) });
+    this.held = new HeldSessions({
+      ...parts,
+      lanes,
+      route: (input, s) => this.route(input, s),
+      takeover: () => this.takeover,
+    });
+    this.crossHolds = new CrossInstanceHolds({
+      ...parts,
+      holds: this.holds,
+      resume: () => lanes.resume(),
+      stop: (id, reason, why) => this.stop(id, reason, why),
+      runningHere: () => this.held.sessions(),
+      pendingSessions: () => parts.pending.sessions(),
+    });
     this.view = {
       runningTurn: (sessionId) => lanes.runningTurn(sessionId),
       waiting: (sessionId) => lanes.waiting(sessionId),
@@ -104,7 +120,10 @@ export class DistributedDispatcher implements WorkDispatcher {
   async start(): Promise<void> {
     await this.parts.mailbox.start();
     this.parts.leases.start();
-    await this.parts.registry.start(() => void this.forgetGoneHolds());
+    await this.parts.registry.start(() => {
+      void this.crossHolds.forgetGone();
+      void this.waiters.checkOld(this.parts.inbox, this.parts.leaseMs);
+    });
   }
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */
@@ -119,6 +138,11 @@ export class DistributedDispatcher implements WorkDispatcher {
     return this.held.run(sessionId);
   }
 
+  /** Provides the engine's takeover of a session (`InputRecovery.takeOver`). */
+  setTakeover(takeover: SessionTakeover): void {
+    this.takeover = takeover;
+  }
+
   /** Called by the leases for each grant found lost. */
   leaseLost(grant: { sessionId: string; fence: number }): void {
     this.held.lost(grant);
@@ -128,7 +152,7 @@ export class DistributedDispatcher implements WorkDispatcher {
     if (this.holds.isHeld(message.sessionId)) return { accepted: false, reason: 'held' };
     const id = message.id;
     if (id === undefined) throw new Error('a distributed input needs its id');
-    const settlement = new Promise<Settlement>((resolve) => this.waiters.set(id, resolve));
+    const settlement = this.waiters.wait(id);
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
     const { holder } = await this.parts.pending.push(input);
     if (holder === this.instanceId) await this.held.poke(message.sessionId);
@@ -141,28 +165,8 @@ export class DistributedDispatcher implements WorkDispatcher {
     return this.holds.whenFree(sessionId, signal);
   }
 
-  async hold(sessionIds: readonly string[] | undefined, why?: string): Promise<HoldRelease> {
-    const holdId = newId();
-    const local = this.holds.hold(sessionIds);
-    const others = (await this.parts.registry.live()).filter((id) => id !== this.instanceId);
-    let released = false;
-    const release = async () => {
-      if (released) return;
-      released = true;
-      local();
-      this.lanes.resume();
-      await this.askAll(others, RELEASE, { holdId });
-    };
-    try {
-      // Held everywhere first: from now on no instance admits an input or opens a turn of them.
-      await this.askAll(others, HOLD, { holdId, sessionIds: sessionIds ?? null });
-      if (sessionIds) await Promise.all(sessionIds.map((id) => this.stop(id, 'cleared', why)));
-      else await this.stopAll(others, why);
-    } catch (error) {
-      await release();
-      throw error;
-    }
-    return release;
+  hold(sessionIds: readonly string[] | undefined, why?: string): Promise<HoldRelease> {
+    return this.crossHolds.hold(sessionIds, why);
   }
 
   async abort(sessionId: string, options: AbortOptions): Promise<boolean> {
@@ -176,36 +180,6 @@ export class DistributedDispatcher implements WorkDispatcher {
       if (await this.held.stop(sessionId, reason, why)) return;
       const answered = await this.ask(sessionId, STOP, { sessionId, reason, why });
       if (answered !== undefined) return;
-    }
-  }
-
-  /** Clearing all: every instance stops what it runs; sessions with inputs on their way too. */
-  private async stopAll(others: string[], why?: string): Promise<void> {
-    await Promise.all([
-      this.askAll(others, STOP_ALL, { why: why ?? null }),
-      ...this.held.sessions().map((id) => this.stop(id, 'cleared', why)),
-    ]);
-    const waiting = await this.parts.pending.sessions();
-    await Promise.all(waiting.map((id) => this.stop(id, 'cleared', why)));
-  }
-
-  /** A request to each of `instances`; one that does not answer (gone) is passed over. */
-  private async askAll(instances: string[], type: string, body: unknown): Promise<void> {
-    const { mailbox, requestTimeoutMs } = this.parts;
-    await Promise.all(
-      instances.map((id) => mailbox.request(id, type, body, requestTimeoutMs).catch(() => null)),
-    );
-  }
-
-  /** Forgets the holds of instances that are gone (no heartbeat), so no session stays held. */
-  private async forgetGoneHolds(): Promise<void> {
-    if (!this.remoteHolds.size) return;
-    const live = new Set(await this.parts.registry.live());
-    for (const [holdId, hold] of this.remoteHolds) {
-      if (live.has(hold.origin)) continue;
-      this.remoteHolds.delete(holdId);
-      hold.release();
-      this.lanes.resume();
     }
   }
 
@@ -230,7 +204,7 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   /** Sends a settlement to the instance where the input's caller waits. */
   private route(input: PendingInput, settlement: Settlement): void {
-    if (input.origin === this.instanceId) {
+    if (input.origin === this.instanceId || input.origin === UNKNOWN_ORIGIN) {
       this.settle(input.message.id, settlement);
       return;
     }
@@ -238,9 +212,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   private settle(id: string, settlement: Settlement): void {
-    const resolve = this.waiters.get(id);
-    this.waiters.delete(id);
-    resolve?.(settlement);
+    this.waiters.settle(id, settlement);
   }
 
   /** A control request to the session's holder; `undefined` when nobody holds it. */
@@ -267,22 +239,6 @@ export class DistributedDispatcher implements WorkDispatcher {
     );
     on<{ sessionId: string; reason: DropReason; why?: string }>(STOP, async (body) => {
       await this.held.stop(body.sessionId, body.reason, body.why);
-      return null;
-    });
-    on<{ holdId: string; sessionIds: string[] | null }>(HOLD, ({ holdId, sessionIds }, from) => {
-      const release = this.holds.hold(sessionIds ?? undefined);
-      this.remoteHolds.set(holdId, { origin: from, release });
-      return null;
-    });
-    on<{ holdId: string }>(RELEASE, ({ holdId }) => {
-      this.remoteHolds.get(holdId)?.release();
-      this.remoteHolds.delete(holdId);
-      this.lanes.resume();
-      return null;
-    });
-    on<{ why: string | null }>(STOP_ALL, async ({ why }) => {
-      const sessions = this.held.sessions();
-      await Promise.all(sessions.map((id) => this.stop(id, 'cleared', why ?? undefined)));
       return null;
     });
     on<{ sessionId: string }>(STATE, ({ sessionId }) => {

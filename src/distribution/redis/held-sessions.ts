@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { DropReason, SessionLanes, Settlement } from '../../contracts';
+import type { DropReason, IncomingMessage, SessionLanes, Settlement } from '../../contracts';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { LeaseGrant, SessionLeases } from './session-leases';
@@ -11,6 +11,20 @@ export interface FenceStore {
   claim(sessionId: string, fence: number): Promise<boolean>;
 }
 
+/**
+ * The engine's side of a takeover (`InputRecovery.takeOver`): closes the session's interrupted
+ * turns and returns the inputs a previous holder's lane had taken (in arrival order), except
+ * those on their way (in the pending list) or accepted less than `settledAfterMs` ago.
+ */
+export type SessionTakeover = (
+  sessionId: string,
+  onTheirWay: ReadonlySet<string>,
+  settledAfterMs: number,
+) => Promise<Array<IncomingMessage & { id: string }>>;
+
+/** The origin of an input taken over from the inbox: not known (its caller finds the inbox). */
+export const UNKNOWN_ORIGIN = '';
+
 /** What the sessions this instance runs are run with. */
 export interface HeldSessionsParts {
   lanes: SessionLanes;
@@ -21,6 +35,10 @@ export interface HeldSessionsParts {
   wake: WakeQueue;
   /** Where a settled input's settlement goes: to the instance where its caller waits. */
   route(input: PendingInput, settlement: Settlement): void;
+  /** The takeover, once the application provides it (before that, none is done). */
+  takeover(): SessionTakeover | undefined;
+  /** The lease length (ms): inputs accepted longer ago than this are no longer on their way. */
+  leaseMs: number;
 }
 
 /** A session this instance runs now, under its lease. */
@@ -71,6 +89,7 @@ export class HeldSessions {
     if (!grant) return 'held-elsewhere';
     const session = this.open(grant);
     try {
+      await this.takeOver(session);
       await this.untilIdle(session);
     } finally {
       await this.letGo(session);
@@ -127,6 +146,20 @@ export class HeldSessions {
       );
       session.changed();
     }
+  }
+
+  /**
+   * After the lease was taken: the previous holder's interrupted turns are closed and the inputs
+   * its lane had taken enter this one first, in their order (their callers, wherever they wait,
+   * find the settlement in the inbox).
+   */
+  private async takeOver(session: HeldSession): Promise<void> {
+    const takeover = this.parts.takeover();
+    if (!takeover) return;
+    const { sessionId } = session.grant;
+    const onTheirWay = new Set(await this.parts.pending.ids(sessionId));
+    const taken = await takeover(sessionId, onTheirWay, this.parts.leaseMs);
+    for (const message of taken) this.enter(session, { message, origin: UNKNOWN_ORIGIN });
   }
 
   /** Takes the lease (floor: the database's fence) and claims its fence in the database. */

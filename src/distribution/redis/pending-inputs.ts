@@ -107,6 +107,12 @@ export class PendingInputs {
     return [...found];
   }
 
+  /** The ids of the inputs in the session's list, without taking them. */
+  async ids(sessionId: string): Promise<string[]> {
+    const items = await this.redis.lrange(this.keys.pending(sessionId), 0, -1);
+    return items.map((item) => (JSON.parse(item) as PendingInput).message.id);
+  }
+
   /** How many inputs of the session wait in the list. */
   length(sessionId: string): Promise<number> {
     return this.redis.llen(this.keys.pending(sessionId));

@@ -1,4 +1,4 @@
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { DelayedError, Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
 import type { DistributionRuntime, ResolvedDistributionOptions } from '../distribution-options';
@@ -79,6 +79,8 @@ export async function createRuntime(
     mailbox,
     registry,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    leaseMs,
+    inbox: options.stores.inbox,
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
@@ -99,10 +101,17 @@ function runtimeOf(
   return {
     dispatcher,
     instanceId: dispatcher.instanceId,
+    setTakeover: (takeover) => dispatcher.setTakeover(takeover),
     async startWorker() {
       running ??= new Worker<WakeJob>(
         WAKE_QUEUE,
-        async (job) => void (await dispatcher.runWake(job.data.sessionId)),
+        async (job, token) => {
+          if ((await dispatcher.runWake(job.data.sessionId)) !== 'held-elsewhere') return;
+          // Another instance holds the session: live, it takes the inputs itself; dead, its
+          // lease runs out. Either way the job comes back once the lease could have expired.
+          await job.moveToDelayed(Date.now() + leaseMs, token);
+          throw new DelayedError();
+        },
         // A holder that died stops renewing its job's lock: its job is delivered again after
         // a lease, to an instance that takes the session over.
         { connection, prefix, concurrency, lockDuration: leaseMs, stalledInterval: leaseMs },

@@ -17,7 +17,7 @@ import { ModelRegistry } from '../llm';
 import { InProcessDispatcher, type DistributionRuntime } from '../distribution';
 import {
   DISTRIBUTION_RUNTIME,
-  DistributionLifecycle,
+  AgentDistribution,
   distributionRuntime,
 } from './distribution-lifecycle';
 import { PromptAssembler } from '../prompt';
@@ -150,12 +150,13 @@ const engine: Provider[] = [
     InputRecovery,
     UsageSnapshots,
     SessionAdmin,
-    DistributionLifecycle,
+    AgentDistribution,
     ...ports,
     ...engine,
   ],
   exports: [
     AgentService,
+    AgentDistribution,
     HookRegistry,
     PromptAssembler,
     ToolRegistry,

@@ -8,7 +8,12 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
-import { resolveDistribution, startDistribution, type DistributionRuntime } from '../distribution';
+import {
+  resolveDistribution,
+  startDistribution,
+  type DistributionRuntime,
+  type SocketAdapter,
+} from '../distribution';
 import type { SessionLanesFactory } from '../contracts';
 import type { AgentModuleOptions } from './agent.options';
 import { InputRecovery } from './input-recovery';
@@ -29,19 +34,20 @@ export function distributionRuntime(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
     logger.warn(
-      'Distributed mode is not complete in this version: each instance sees only the sessions it runs (synchronous abort, session states, Socket.IO events), and a Redis outage is not handled yet (README, "Distributed mode")',
+      'Distributed mode is not complete in this version: each instance sees only the sessions it runs (synchronous abort, session states, agent:queue), and a Redis outage is not handled yet (README, "Distributed mode")',
     );
     return runtime;
   });
 }
 
 /**
- * Distributed mode's place in the application's lifecycle: the wake worker takes jobs once the
+ * Distributed mode's place in the application, and what the API asks of it (the instance id,
+ * the Socket.IO adapter): the wake worker the wake worker takes jobs once the
  * application is up (recovery done), stops taking them when shutdown begins (a session it runs
  * is then drained, S9, and its job delivered again elsewhere), and the connections close last.
  */
 @Injectable()
-export class DistributionLifecycle
+export class AgentDistribution
   implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   constructor(
@@ -66,5 +72,18 @@ export class DistributionLifecycle
 
   async onApplicationShutdown(): Promise<void> {
     await this.runtime?.close();
+  }
+
+  /** This instance's id in distributed mode; `undefined` in one process. */
+  get instanceId(): string | undefined {
+    return this.runtime?.instanceId;
+  }
+
+  /**
+   * Distributed mode: a Socket.IO adapter over the deployment's Redis, so that a room's events
+   * reach the clients of every instance (`AgentIoAdapter` installs it). `undefined` in one process.
+   */
+  socketAdapter(): SocketAdapter | undefined {
+    return this.runtime?.socketAdapter();
   }
 }

@@ -7,3 +7,4 @@ export * from './agent-event.bus';
 export * from './instrumentation';
 export * from './tools';
 export { decodeSessionCursor, SESSION_PAGE, SESSION_STATES } from './session-cursor';
+export { AgentDistribution } from './distribution-lifecycle';

@@ -84,6 +84,12 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
   };
 }
 
+/** A Socket.IO adapter constructor (`io.adapter(...)`) and how to close its connections. */
+export interface SocketAdapter {
+  adapter: unknown;
+  close(): Promise<void>;
+}
+
 /** One instance's distribution, running: its dispatcher, and how to start and stop it. */
 export interface DistributionRuntime {
   readonly dispatcher: WorkDispatcher;
@@ -94,6 +100,12 @@ export interface DistributionRuntime {
   stopWorker(): Promise<void>;
   /** Provides the engine's takeover of a session (`InputRecovery.takeOver`). */
   setTakeover(takeover: SessionTakeover): void;
+  /**
+   * A Socket.IO adapter over this Redis (`@socket.io/redis-adapter`, sharded pub/sub on Redis 7,
+   * plain pub/sub before), so that what one instance emits to a room reaches the clients of every
+   * instance; with its own two connections, closed by `close`.
+   */
+  socketAdapter(): SocketAdapter;
   /** Stops the worker, the mailbox, the leases and the Redis connections. */
   close(): Promise<void>;
 }

@@ -1,8 +1,9 @@
+import { io } from 'socket.io-client';
 import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 import { ServerProcess } from '../support/api-process';
-import { TEST_TOKEN } from '../support/api-app';
+import { nextSocketEvent, TEST_TOKEN, type AgentClient } from '../support/api-app';
 import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
 
 jest.setTimeout(90_000);
@@ -18,6 +19,7 @@ describeRedis('distributed mode: two server processes', () => {
     let db: TempDb;
     let prefix: string;
     const procs: ServerProcess[] = [];
+    const clients: AgentClient[] = [];
 
     function server(instanceId: string): ServerProcess {
       const proc = ServerProcess.start({
@@ -50,6 +52,7 @@ describeRedis('distributed mode: two server processes', () => {
     });
 
     afterEach(async () => {
+      for (const client of clients.splice(0)) client.disconnect();
       for (const proc of procs.splice(0)) {
         proc.signal('SIGKILL');
         await proc.exited;
@@ -154,6 +157,39 @@ describeRedis('distributed mode: two server processes', () => {
       );
       expect(records).toHaveLength(1);
       expect(model.requests).toHaveLength(2);
+    });
+
+    it('a dashboard connected to either server sees the turns of the session, wherever they run', async () => {
+      const [a, b] = [server('inst-a'), server('inst-b')];
+      const urls = await Promise.all([a.url(), b.url()]);
+      const sockets = await Promise.all(
+        urls.map(async (url) => {
+          const socket: AgentClient = io(`${url}/agent`, {
+            auth: { token: TEST_TOKEN },
+            transports: ['websocket'],
+            reconnection: false,
+          });
+          clients.push(socket);
+          await new Promise((resolve) => socket.once('connect', () => resolve(undefined)));
+          await socket.emitWithAck('subscribe', { sessionId: 's' });
+          return socket;
+        }),
+      );
+      const ends = sockets.map((socket) =>
+        nextSocketEvent(socket, 'turn', (e) => e.sessionId === 's' && e.phase === 'end'),
+      );
+      model.enqueue({ text: 'R1' }, { text: 'R2' });
+      const r1 = await post(urls[0], 's', 'H1');
+      const [endOnA, endOnB] = await Promise.all(ends);
+      expect(endOnA).toMatchObject({ turnId: r1.body.turnId, outcome: 'replied' });
+      expect(endOnB).toMatchObject({ turnId: r1.body.turnId, outcome: 'replied' });
+      // Emitted once by the instance that ran it: each dashboard got it once.
+      const again = sockets.map((socket) =>
+        nextSocketEvent(socket, 'turn', (e) => e.sessionId === 's' && e.phase === 'end'),
+      );
+      const r2 = await post(urls[1], 's', 'H2');
+      for (const end of await Promise.all(again))
+        expect(end).toMatchObject({ turnId: r2.body.turnId });
     });
   });
 });

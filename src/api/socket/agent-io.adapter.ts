@@ -1,6 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { IoAdapter } from '@nestjs/platform-socket.io';
 import type { ServerOptions } from 'socket.io';
+import { AgentDistribution } from '../../agent';
 import { API_OPTIONS, type ResolvedApiOptions } from '../api.module-definition';
 
 /** Longest wait for clients to receive what was already sent, when the server closes. */
@@ -35,26 +36,54 @@ function flushed(socket: EngineSocket): Promise<void> {
  * Socket.IO's own close would discard them. Bounded by `SOCKET_FLUSH_TIMEOUT_MS`, so a client
  * that stopped reading cannot hold the shutdown. Its `maxHttpBufferSize` follows the payload
  * limit (the REST body limit, `AgentApiModule`'s `bodyLimit` unless given), see
- * {@link socketBufferBytes}. A host sets it with `app.useWebSocketAdapter(new
+ * {@link socketBufferBytes}. In distributed mode it installs the Socket.IO Redis adapter, so that
+ * a dashboard on one instance sees the turns of every instance. A host sets it with `app.useWebSocketAdapter(new
  * AgentIoAdapter(app))`; without it Nest's own `IoAdapter` serves the gateway.
  */
 export class AgentIoAdapter extends IoAdapter {
   private readonly payloadLimit: number;
+  private closeRedis?: () => Promise<void>;
 
-  constructor(app: INestApplicationContext, payloadLimit?: number) {
+  constructor(
+    private readonly app: INestApplicationContext,
+    payloadLimit?: number,
+  ) {
     super(app);
     this.payloadLimit =
       payloadLimit ?? app.get<ResolvedApiOptions>(API_OPTIONS, { strict: false }).bodyLimit;
   }
 
   override createIOServer(port: number, options?: ServerOptions): unknown {
-    return super.createIOServer(port, {
+    const server = super.createIOServer(port, {
       ...options,
       maxHttpBufferSize: socketBufferBytes(this.payloadLimit),
-    });
+    }) as { adapter(adapter: unknown): unknown };
+    // Distributed mode: a room's events reach the clients of every instance.
+    const redis = this.distribution()?.socketAdapter();
+    if (redis) {
+      server.adapter(redis.adapter);
+      this.closeRedis = redis.close;
+    }
+    return server;
+  }
+
+  /** The agent's distribution, when `AgentModule` is in the application. */
+  private distribution(): AgentDistribution | undefined {
+    try {
+      return this.app.get(AgentDistribution, { strict: false });
+    } catch {
+      return undefined;
+    }
   }
 
   override async close(server: unknown): Promise<void> {
+    await this.flush(server);
+    await super.close(server as Parameters<IoAdapter['close']>[0]);
+    await this.closeRedis?.();
+  }
+
+  /** Waits, bounded, for the clients to receive what was already sent. */
+  private async flush(server: unknown): Promise<void> {
     const clients = (server as { engine?: { clients?: Record<string, EngineSocket> } }).engine
       ?.clients;
     if (clients) {
@@ -65,6 +94,5 @@ export class AgentIoAdapter extends IoAdapter {
       await Promise.race([Promise.all(Object.values(clients).map(flushed)), timeout]);
       clearTimeout(timer);
     }
-    return super.close(server as Parameters<IoAdapter['close']>[0]);
   }
 }

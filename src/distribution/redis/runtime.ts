@@ -1,7 +1,11 @@
 import { DelayedError, Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
-import type { DistributionRuntime, ResolvedDistributionOptions } from '../distribution-options';
+import type {
+  DistributionRuntime,
+  ResolvedDistributionOptions,
+  SocketAdapter,
+} from '../distribution-options';
 import { DistributedDispatcher } from './distributed.dispatcher';
 import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
@@ -27,16 +31,40 @@ function connectionOf(url: string): ConnectionOptions {
 }
 
 /** A Redis client, connected, of a server whose settings pass `checkRedisSettings`. */
-async function connectChecked(url: string, warn: (message: string) => void): Promise<Redis> {
+async function connectChecked(
+  url: string,
+  warn: (message: string) => void,
+): Promise<{ redis: Redis; version: string }> {
   const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
   try {
     await redis.connect();
-    for (const warning of (await checkRedisSettings(redis)).warnings) warn(warning);
+    const report = await checkRedisSettings(redis);
+    for (const warning of report.warnings) warn(warning);
+    return { redis, version: report.version };
   } catch (error) {
     redis.disconnect();
     throw error;
   }
-  return redis;
+}
+
+/** The Socket.IO Redis adapter over two connections of its own (see `socketAdapter`). */
+function socketAdapterOf(redis: Redis, version: string, prefix: string): SocketAdapter {
+  // Loaded only when a gateway asks for it.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const io = require('@socket.io/redis-adapter') as typeof import('@socket.io/redis-adapter');
+  const pub = redis.duplicate();
+  const sub = redis.duplicate();
+  const channel = `${prefix}:socket.io`;
+  const adapter =
+    Number(version.split('.')[0]) >= 7
+      ? io.createShardedAdapter(pub, sub, { channelPrefix: channel })
+      : io.createAdapter(pub, sub, { key: channel });
+  return {
+    adapter,
+    close: async () => {
+      await Promise.all([pub, sub].map((c) => c.quit().catch(() => c.disconnect())));
+    },
+  };
 }
 
 /**
@@ -50,7 +78,7 @@ export async function createRuntime(
   warn: (message: string) => void,
 ): Promise<DistributionRuntime> {
   const { instanceId, prefix, leaseMs, concurrency } = options;
-  const redis = await connectChecked(options.redis, warn);
+  const { redis, version } = await connectChecked(options.redis, warn);
   const connection = connectionOf(options.redis);
   // The leases report losses to the dispatcher, which is made with them: looked up late.
   const owner: { dispatcher?: DistributedDispatcher } = {};
@@ -84,10 +112,11 @@ export async function createRuntime(
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
-  return runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
+  const runtime = runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
     await queue.close();
     await redis.quit().catch(() => redis.disconnect());
   });
+  return { ...runtime, socketAdapter: () => socketAdapterOf(redis, version, prefix) };
 }
 
 /** The runtime around a started dispatcher: the wake worker, and the order things close in. */
@@ -95,7 +124,7 @@ function runtimeOf(
   dispatcher: DistributedDispatcher,
   worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
   closeConnections: () => Promise<void>,
-): DistributionRuntime {
+): Omit<DistributionRuntime, 'socketAdapter'> {
   const { connection, prefix, concurrency, leaseMs } = worker;
   let running: Worker<WakeJob> | undefined;
   return {

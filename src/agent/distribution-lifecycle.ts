@@ -16,6 +16,7 @@ import {
 } from '../distribution';
 import type { SessionLanesFactory } from '../contracts';
 import type { AgentModuleOptions } from './agent.options';
+import { AgentEventBus } from './agent-event.bus';
 import { InputRecovery } from './input-recovery';
 
 /** Injection token of the running distribution (`null` in-process). @internal */
@@ -34,7 +35,7 @@ export function distributionRuntime(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
     logger.warn(
-      'Distributed mode is not complete in this version: each instance sees only the sessions it runs (synchronous abort, session states, agent:queue), and a Redis outage is not handled yet (README, "Distributed mode")',
+      'Distributed mode is not complete in this version: a Redis outage is not handled yet, and agent:* events are emitted on the holder only (README, "Distributed mode")',
     );
     return runtime;
   });
@@ -50,12 +51,22 @@ export function distributionRuntime(
 export class AgentDistribution
   implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
+  private readonly unsubscribe: Array<() => void> = [];
+
   constructor(
     @Optional() @Inject(DISTRIBUTION_RUNTIME) private readonly runtime: DistributionRuntime | null,
     private readonly recovery: InputRecovery,
+    private readonly events: AgentEventBus,
   ) {}
 
   onModuleInit(): void {
+    const runtime = this.runtime;
+    if (!runtime) return;
+    // The other instances' views follow this one's turns and waiting lists.
+    const changed = ({ sessionId }: { sessionId: string }) => runtime.viewChanged(sessionId);
+    for (const name of ['agent:turn:start', 'agent:turn:end', 'agent:queue'] as const) {
+      this.unsubscribe.push(this.events.on(name, changed));
+    }
     // A session taken over from a dead instance: its interrupted turns closed, its inputs resumed.
     this.runtime?.setTakeover((sessionId, onTheirWay, settledAfterMs) =>
       this.recovery.takeOver(sessionId, onTheirWay, settledAfterMs),
@@ -71,6 +82,7 @@ export class AgentDistribution
   }
 
   async onApplicationShutdown(): Promise<void> {
+    for (const off of this.unsubscribe.splice(0)) off();
     await this.runtime?.close();
   }
 

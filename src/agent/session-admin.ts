@@ -65,7 +65,7 @@ export class SessionAdmin {
     const settings = await this.stores.sessions.get(sessionId);
     const now = stateOf(this.dispatcher.view, sessionId);
     if (!settings && now.state === 'idle') return undefined;
-    return viewOf(now, settings);
+    return viewOf(now, settings, this.dispatcher.view.holder?.(sessionId));
   }
 
   /**
@@ -156,7 +156,8 @@ export class SessionAdmin {
     const settings = Object.keys(changes).length
       ? await this.stores.sessions.update(sessionId, changes)
       : ensured;
-    return viewOf(stateOf(this.dispatcher.view, sessionId), settings);
+    const view = this.dispatcher.view;
+    return viewOf(stateOf(view, sessionId), settings, view.holder?.(sessionId));
   }
 
   /** Throws `ModelNotFoundError` when no provider serves `model`. */
@@ -191,9 +192,11 @@ function stateOf(
 function viewOf(
   now: ReturnType<typeof stateOf>,
   settings: SessionSettings | undefined,
+  holder: string | undefined,
 ): SessionView {
   return {
     ...now,
+    ...(holder !== undefined ? { holder } : {}),
     settings: settingsOf(settings),
     ...(settings?.lastTurn ? { lastTurn: settings.lastTurn } : {}),
   };

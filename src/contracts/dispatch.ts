@@ -27,6 +27,8 @@ export interface DispatchView {
   activeSessions(): string[];
   /** Whether a hold covers the session now. */
   isHeld(sessionId: string): boolean;
+  /** Distributed mode: the instance that runs the session, as this instance knows it. */
+  holder?(sessionId: string): string | undefined;
 }
 
 /**

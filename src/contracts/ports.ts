@@ -36,6 +36,8 @@ export interface SessionView {
   runningTurnId?: string;
   /** How many inputs wait (pending insertions and queued inputs). */
   waiting: number;
+  /** Distributed mode: the instance that runs the session now. */
+  holder?: string;
   settings: SessionSettingsPatch;
   lastTurn?: SessionSettings['lastTurn'];
 }

@@ -106,6 +106,8 @@ export interface DistributionRuntime {
    * instance; with its own two connections, closed by `close`.
    */
   socketAdapter(): SocketAdapter;
+  /** A session's turn or waiting list changed here: the other instances' views are told. */
+  viewChanged(sessionId: string): void;
   /** Stops the worker, the mailbox, the leases and the Redis connections. */
   close(): Promise<void>;
 }

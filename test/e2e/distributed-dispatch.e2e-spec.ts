@@ -13,6 +13,7 @@ import { InstanceMailbox } from '../../src/distribution/redis/instance-mailbox';
 import { InstanceRegistry } from '../../src/distribution/redis/instance-registry';
 import { LeaseFencing } from '../../src/distribution/redis/lease-fencing';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
+import { RemoteView } from '../../src/distribution/redis/remote-view';
 import { SessionLeases } from '../../src/distribution/redis/session-leases';
 import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
 import { FakeOpenAiServer } from '../../src/testing';
@@ -86,6 +87,7 @@ describeRedis('distributed dispatch (two instances)', () => {
         requestTimeoutMs: 5_000,
         leaseMs: 5_000,
         inbox: stores.inbox,
+        remote: new RemoteView(redis, { prefix, instanceId: id }),
       };
       const harness = await AgentHarness.start({
         server,
@@ -126,6 +128,7 @@ describeRedis('distributed dispatch (two instances)', () => {
           await worker.close(true);
           leases.stop();
           await parts.registry.stop();
+          await parts.remote.close();
           await mailbox.close();
           await harness.close().catch(() => undefined);
           await queue.close();

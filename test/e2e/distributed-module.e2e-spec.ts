@@ -93,6 +93,42 @@ describeRedis('distributed mode through AgentModule options', () => {
       ]);
     });
 
+    it("S3, S8: the synchronous answers of an instance that does not run the session come from the holder's published view", async () => {
+      const a = await app(await stores(), 'host-a');
+      const b = await app(await stores(), 'host-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const first = a.agent.handleMessage({ sessionId: 's', content: 'H1' });
+      await server.nextRequest();
+      // Both instances learn who runs the session and its turn.
+      let holder = '';
+      await until(async () => {
+        const [va, vb] = await Promise.all([a.agent.getSession('s'), b.agent.getSession('s')]);
+        holder = va?.holder ?? '';
+        return va?.state === 'running' && vb?.state === 'running' && va.holder === vb.holder;
+      });
+      const [running, other] = holder === 'host-a' ? [a, b] : [b, a];
+      const turnId = running.agent.runningTurn('s')!;
+      expect(other.agent.runningTurn('s')).toBe(turnId);
+      expect(await other.agent.getSession('s')).toMatchObject({
+        state: 'running',
+        runningTurnId: turnId,
+        holder,
+      });
+
+      // An input sent to the other instance waits on the holder; both see the waiting list.
+      const second = other.agent.handleMessage({ sessionId: 's', content: 'H2' });
+      await until(async () => other.agent.waiting('s').length === 1);
+      expect(other.agent.waiting('s').map((m) => m.content)).toEqual(['H2']);
+
+      // The synchronous abort answers from the view, and the stop reaches the holder.
+      expect(other.agent.abort('s', { turnId: 'another-turn' })).toBe(false);
+      expect(other.agent.abort('s', { turnId })).toBe(true);
+      await expect(first).resolves.toEqual({ settled: 'turn', turnId, outcome: 'aborted' });
+      await expect(second).resolves.toMatchObject({ settled: 'turn', outcome: 'replied' });
+      await until(async () => (await other.agent.getSession('s'))?.state === 'idle');
+      expect(other.agent.runningTurn('s')).toBeUndefined();
+    });
+
     it('SQLite stores stop the start with one line: distributed mode needs PostgreSQL', async () => {
       const file = tempSqlite();
       try {
@@ -136,3 +172,12 @@ describeRedis('distributed mode through AgentModule options', () => {
     });
   });
 });
+
+/** Polls `done` (an instance's own answers, or a store read) every 10 ms for up to 5 s. */
+async function until(done: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

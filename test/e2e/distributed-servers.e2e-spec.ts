@@ -80,13 +80,18 @@ describeRedis('distributed mode: two server processes', () => {
       // H2 waits behind the running turn on whichever server runs the session.
       await waitUntil(async () => {
         for (const url of [urlA, urlB]) {
-          const state = await request(url)
-            .get('/agent/sessions/s')
-            .set('Authorization', `Bearer ${TEST_TOKEN}`);
+          const state = await session(url, 's');
           if (state.status === 200 && state.body.waiting === 1) return true;
         }
         return false;
       });
+      // Either server names the instance that runs the session.
+      await waitUntil(async () => {
+        const states = await Promise.all([urlA, urlB].map((url) => session(url, 's')));
+        const holders = states.map((state) => state.body.holder as string | undefined);
+        return holders[0] !== undefined && holders[0] === holders[1];
+      });
+      expect(['inst-a', 'inst-b']).toContain((await session(urlB, 's')).body.holder);
       model.release();
 
       const [r1, r2] = await Promise.all([first, second]);
@@ -111,12 +116,12 @@ describeRedis('distributed mode: two server processes', () => {
         (error: unknown) => error,
       );
       await model.nextRequest();
-      // The holder is the server whose own view has the running turn.
+      // The holder is the instance the session's state names (either server knows it).
       let holderUrl = '';
       await waitUntil(async () => {
-        for (const url of [urlA, urlB]) {
-          const state = await session(url, 's');
-          if (state.body.runningTurnId) holderUrl = url;
+        const state = await session(urlA, 's');
+        if (state.body.runningTurnId && state.body.holder) {
+          holderUrl = state.body.holder === 'inst-a' ? urlA : urlB;
         }
         return holderUrl !== '';
       });

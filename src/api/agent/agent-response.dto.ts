@@ -99,6 +99,8 @@ export class SessionResponse implements SessionView {
   @ApiProperty({ enum: ['running', 'waiting', 'idle', 'held'] }) state!: SessionState;
   @ApiPropertyOptional() runningTurnId?: string;
   @ApiProperty({ description: 'How many inputs wait' }) waiting!: number;
+  @ApiPropertyOptional({ description: 'Distributed mode: the instance that runs the session now' })
+  holder?: string;
   @ApiProperty({ type: SessionSettingsResponse }) settings!: SessionSettingsResponse;
   @ApiPropertyOptional({ description: '{ turnId, outcome, source?, error?, by?, endedAt }' })
   lastTurn?: SessionView['lastTurn'];

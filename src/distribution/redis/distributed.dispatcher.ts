@@ -24,6 +24,7 @@ import type { InstanceRegistry } from './instance-registry';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { SessionLeases } from './session-leases';
+import type { RemoteView } from './remote-view';
 import { SettlementWaiters, type SettlementSource } from './settlement-waiters';
 import type { WakeQueue } from './wake-queue';
 
@@ -44,6 +45,8 @@ export interface DistributedDispatcherParts {
   leaseMs: number;
   /** The inbox, where a settlement is found when its message did not come (a takeover). */
   inbox: SettlementSource;
+  /** The other instances' sessions, for the synchronous view. */
+  remote: RemoteView;
 }
 
 /** The mailbox's message types. */
@@ -69,8 +72,8 @@ interface HolderState {
  *
  * Holds (S4) are placed on every live instance before anything is stopped, and released on
  * every one; a hold whose instance is gone (no heartbeat) is forgotten, so no session stays held
- * by a dead instance. Not yet distributed (this instance only): `view` (the turns and waiting
- * lists of sessions run here) and `activeSessions`.
+ * by a dead instance. The synchronous `view` answers for sessions run here from the lanes, for
+ * the others from what their holders published (`RemoteView`).
  */
 export class DistributedDispatcher implements WorkDispatcher {
   readonly view: DispatchView;
@@ -80,6 +83,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   private readonly waiters = new SettlementWaiters();
   private readonly crossHolds: CrossInstanceHolds;
   private takeover?: SessionTakeover;
+  private readonly viewDue = new Set<string>();
 
   constructor(
     createLanes: SessionLanesFactory,
@@ -101,12 +105,17 @@ export class DistributedDispatcher implements WorkDispatcher {
       runningHere: () => this.held.sessions(),
       pendingSessions: () => parts.pending.sessions(),
     });
+    const remote = (sessionId: string) =>
+      this.held.holds(sessionId) ? undefined : parts.remote.get(sessionId);
     this.view = {
-      runningTurn: (sessionId) => lanes.runningTurn(sessionId),
-      waiting: (sessionId) => lanes.waiting(sessionId),
-      waitingCount: (sessionId) => lanes.waitingCount(sessionId),
-      activeSessions: () => lanes.activeSessions(),
+      runningTurn: (sessionId) => lanes.runningTurn(sessionId) ?? remote(sessionId)?.runningTurn,
+      waiting: (sessionId) => remote(sessionId)?.waiting ?? lanes.waiting(sessionId),
+      waitingCount: (sessionId) =>
+        remote(sessionId)?.waiting.length ?? lanes.waitingCount(sessionId),
+      activeSessions: () => [...new Set([...lanes.activeSessions(), ...parts.remote.sessions()])],
       isHeld: (sessionId) => this.holds.isHeld(sessionId),
+      holder: (sessionId) =>
+        this.held.holds(sessionId) ? parts.instanceId : parts.remote.get(sessionId)?.holder,
     };
     this.listen();
   }
@@ -119,10 +128,29 @@ export class DistributedDispatcher implements WorkDispatcher {
   /** Starts reading the mailbox and renewing leases. */
   async start(): Promise<void> {
     await this.parts.mailbox.start();
+    await this.parts.remote.start();
     this.parts.leases.start();
     await this.parts.registry.start(() => {
       void this.crossHolds.forgetGone();
       void this.waiters.checkOld(this.parts.inbox, this.parts.leaseMs);
+      void this.parts.registry.live().then((live) => this.parts.remote.forgetGone(new Set(live)));
+    });
+  }
+
+  /**
+   * A session's turn started or ended, or its waiting list changed (the engine's events): once
+   * the current callbacks ran, its state goes to the other instances' views.
+   */
+  viewChanged(sessionId: string): void {
+    if (this.viewDue.has(sessionId)) return;
+    this.viewDue.add(sessionId);
+    setImmediate(() => {
+      this.viewDue.delete(sessionId);
+      const runningTurn = this.lanes.runningTurn(sessionId);
+      const waiting = this.lanes.waiting(sessionId);
+      const idle = runningTurn === undefined && waiting.length === 0;
+      const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
+      this.parts.remote.publish(sessionId, state).catch(() => undefined);
     });
   }
 
@@ -130,6 +158,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   async close(): Promise<void> {
     this.parts.leases.stop();
     await this.parts.registry.stop();
+    await this.parts.remote.close();
     await this.parts.mailbox.close();
   }
 
@@ -199,7 +228,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   activeSessions(): Promise<string[]> {
-    return Promise.resolve(this.lanes.activeSessions());
+    return Promise.resolve(this.view.activeSessions());
   }
 
   /** Sends a settlement to the instance where the input's caller waits. */

@@ -11,6 +11,7 @@ import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
 import { PendingInputs } from './pending-inputs';
 import { checkRedisSettings } from './redis-settings';
+import { RemoteView } from './remote-view';
 import { SessionLeases } from './session-leases';
 import { WAKE_QUEUE, WakeQueue, type WakeJob } from './wake-queue';
 
@@ -109,6 +110,7 @@ export async function createRuntime(
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
     leaseMs,
     inbox: options.stores.inbox,
+    remote: new RemoteView(redis, { prefix, instanceId }),
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
@@ -116,7 +118,11 @@ export async function createRuntime(
     await queue.close();
     await redis.quit().catch(() => redis.disconnect());
   });
-  return { ...runtime, socketAdapter: () => socketAdapterOf(redis, version, prefix) };
+  return {
+    ...runtime,
+    socketAdapter: () => socketAdapterOf(redis, version, prefix),
+    viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
+  };
 }
 
 /** The runtime around a started dispatcher: the wake worker, and the order things close in. */
@@ -124,7 +130,7 @@ function runtimeOf(
   dispatcher: DistributedDispatcher,
   worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
   closeConnections: () => Promise<void>,
-): Omit<DistributionRuntime, 'socketAdapter'> {
+): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged'> {
   const { connection, prefix, concurrency, leaseMs } = worker;
   let running: Worker<WakeJob> | undefined;
   return {

@@ -1,0 +1,102 @@
+import type Redis from 'ioredis';
+import type { IncomingMessage } from '../../contracts';
+
+/** What an instance knows of a session another instance runs. */
+export interface RemoteSessionState {
+  /** The instance that runs it. */
+  holder: string;
+  runningTurn?: string;
+  /** Its waiting inputs in arrival order (S8). */
+  waiting: IncomingMessage[];
+}
+
+/** One change as it travels: the session's state, or `null` once it is idle. */
+interface ViewChange {
+  from: string;
+  sessionId: string;
+  state: RemoteSessionState | null;
+}
+
+/**
+ * Every instance's view of the sessions the others run, for the contract's synchronous answers
+ * (`AgentService.abort`, S3; the waiting list, S8; session states). A holder publishes each
+ * change of its sessions (turn start and end, the waiting list) to one pub/sub channel and keeps
+ * them in a hash (`<prefix>:view`), from which an instance that starts learns what runs now;
+ * states of instances that are gone are forgotten.
+ */
+export class RemoteView {
+  private readonly states = new Map<string, RemoteSessionState>();
+  private readonly channel: string;
+  private readonly hash: string;
+  private subscriber?: Redis;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly options: { prefix: string; instanceId: string },
+  ) {
+    this.channel = `${options.prefix}:view`;
+    this.hash = `${options.prefix}:view`;
+  }
+
+  /** Subscribes, then reads what runs now. */
+  async start(): Promise<void> {
+    const subscriber = this.redis.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('message', (_channel: string, text: string) => this.apply(text));
+    await subscriber.subscribe(this.channel);
+    const all = await this.redis.hgetall(this.hash);
+    for (const [sessionId, text] of Object.entries(all)) {
+      const state = JSON.parse(text) as RemoteSessionState;
+      if (state.holder !== this.options.instanceId && !this.states.has(sessionId)) {
+        this.states.set(sessionId, state);
+      }
+    }
+  }
+
+  /** Publishes the state of a session this instance runs (`null`: it is idle now). */
+  async publish(
+    sessionId: string,
+    state: Omit<RemoteSessionState, 'holder'> | null,
+  ): Promise<void> {
+    const holder = this.options.instanceId;
+    const full = state && { holder, ...state };
+    const change: ViewChange = { from: holder, sessionId, state: full };
+    const multi = this.redis.multi();
+    if (full) multi.hset(this.hash, sessionId, JSON.stringify(full));
+    else multi.hdel(this.hash, sessionId);
+    await multi.publish(this.channel, JSON.stringify(change)).exec();
+  }
+
+  /** The state of a session another instance runs, as last heard. */
+  get(sessionId: string): RemoteSessionState | undefined {
+    return this.states.get(sessionId);
+  }
+
+  /** The sessions other instances run, as last heard. */
+  sessions(): string[] {
+    return [...this.states.keys()];
+  }
+
+  /**
+   * Forgets the states of instances not in `live`. (The hash keeps them until the session's next
+   * holder writes it; an instance that starts forgets them at its first heartbeat.)
+   */
+  forgetGone(live: ReadonlySet<string>): void {
+    for (const [sessionId, state] of this.states) {
+      if (!live.has(state.holder)) this.states.delete(sessionId);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.subscriber?.quit().catch(() => this.subscriber?.disconnect());
+  }
+
+  private apply(text: string): void {
+    const change = JSON.parse(text) as ViewChange;
+    if (change.from === this.options.instanceId) return;
+    if (change.state) this.states.set(change.sessionId, change.state);
+    else if (this.states.get(change.sessionId)?.holder === change.from) {
+      this.states.delete(change.sessionId);
+    }
+  }
+}

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { describeNeeding } from '../support/describe-needing';
 
 /**
  * A PostgreSQL server of the test's own, in a temp directory on a port of its own, so a test can
@@ -46,18 +47,7 @@ export function ownPgUnavailable(): string | undefined {
  * with a title that says why; with `CI` set a failing test (never a silent skip in CI).
  */
 export function describeOwnPg(title: string, suite: () => void): void {
-  const missing = ownPgUnavailable();
-  if (!missing) {
-    describe(title, suite);
-  } else if (process.env.CI) {
-    describe(title, () => {
-      it('an own PostgreSQL server can be started (required in CI)', () => {
-        throw new Error(`${missing} (CI is set: this is a failure)`);
-      });
-    });
-  } else {
-    describe.skip(`${title} (skipped: ${missing})`, suite);
-  }
+  describeNeeding(title, ownPgUnavailable(), 'an own PostgreSQL server can be started', suite);
 }
 
 /** A free TCP port on 127.0.0.1 (the kernel's pick). */

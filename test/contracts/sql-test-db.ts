@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { StoreOpenError, StoreUnavailableError, type NewMessage, type SqlStores } from '../../src';
+import { describeNeeding } from '../support/describe-needing';
 
 /**
  * Throwaway databases for the SQL store specs: a SQLite file in a temp directory, or a
@@ -41,17 +42,12 @@ export function pgReachable(): boolean {
  * skipped with a title that says so; with `CI` set it fails (never a silent skip in CI).
  */
 export function describePg(title: string, suite: () => void): void {
-  if (pgReachable()) {
-    describe(title, suite);
-  } else if (process.env.CI) {
-    describe(title, () => {
-      it('PostgreSQL is reachable (required in CI)', () => {
-        throw new Error(`PostgreSQL not reachable at ${PG_URL} (CI is set: this is a failure)`);
-      });
-    });
-  } else {
-    describe.skip(`${title} (skipped: PostgreSQL not reachable at ${PG_URL})`, suite);
-  }
+  describeNeeding(
+    title,
+    pgReachable() ? undefined : `PostgreSQL not reachable at ${PG_URL}`,
+    'PostgreSQL is reachable',
+    suite,
+  );
 }
 
 /** A throwaway database: its `AGENT_DB` URL or path, and how to remove it. */

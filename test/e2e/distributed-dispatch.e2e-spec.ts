@@ -41,6 +41,7 @@ interface Instance {
   harness: AgentHarness;
   dispatcher: DistributedDispatcher;
   leases: SessionLeases;
+  stores: SqlStores;
   /** Wake jobs this instance's worker ran. */
   jobs: string[];
   close(): Promise<void>;
@@ -122,6 +123,7 @@ describeRedis('distributed dispatch (two instances)', () => {
         harness,
         dispatcher: dispatcher!,
         leases,
+        stores,
         jobs,
         vanish: async () => {
           closed = true;
@@ -168,6 +170,25 @@ describeRedis('distributed dispatch (two instances)', () => {
             .then((e) => e.turnId),
         ),
       );
+    }
+
+    /**
+     * A turn of session `s` running (its model call held) on whichever instance took it, with one
+     * more input waiting there: the holder, the other instance, both settlements and the turn id.
+     */
+    async function runningWithOneWaiting(a: Instance, b: Instance) {
+      server.enqueue({ text: 'R1', hold: true });
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
+      const other = holder === a ? b : a;
+      const waiting = holder.harness.agent.handleMessage(human('s', 'H2'));
+      await holder.harness.waitFor(
+        'agent:queue',
+        (q) => q.sessionId === 's' && q.waiting.length === 1,
+      );
+      return { first, t1, holder, other, waiting };
     }
 
     /** Resolves once no instance holds the session (its holder let it go, idle). */
@@ -306,17 +327,7 @@ describeRedis('distributed dispatch (two instances)', () => {
     it('S4: clearing from the other instance stops the turn where it runs, drops its waiting inputs and clears the history', async () => {
       const a = await instance('inst-a');
       const b = await instance('inst-b');
-      server.enqueue({ text: 'R1', hold: true });
-      const first = a.harness.agent.handleMessage(human('s', 'H1'));
-      const t1 = await turnStart('s', 'H1');
-      await server.nextRequest();
-      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
-      const other = holder === a ? b : a;
-      const waiting = holder.harness.agent.handleMessage(human('s', 'H2'));
-      await holder.harness.waitFor(
-        'agent:queue',
-        (q) => q.sessionId === 's' && q.waiting.length === 1,
-      );
+      const { first, t1, holder, other, waiting } = await runningWithOneWaiting(a, b);
 
       await expect(other.harness.agent.clearHistory(['s'])).resolves.toEqual(['s']);
       await expect(first).resolves.toEqual({ settled: 'turn', turnId: t1, outcome: 'aborted' });
@@ -346,29 +357,21 @@ describeRedis('distributed dispatch (two instances)', () => {
       await inClear.promise;
       expect(b.dispatcher.view.isHeld('s')).toBe(true);
       const held = b.harness.agent.handleMessage(human('s', 'H1'));
-      let released = false;
-      const startedAfterRelease = turnStart('s', 'H1').then(() => released);
-      released = true;
+      // Accepted (durable in the inbox), yet held: nothing on its way, no turn, no model call.
+      await waitUntilAsync(async () => (await b.stores.inbox.unsettled('s')).length === 1);
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+      expect(await b.dispatcher.waiting('s')).toEqual([]);
+      expect(instances.flatMap((i) => i.harness.of('agent:turn:start'))).toEqual([]);
+      expect(server.requests).toHaveLength(0);
       endClear.resolve();
       await clearing;
-      await expect(startedAfterRelease).resolves.toBe(true);
       await expect(held).resolves.toMatchObject({ settled: 'turn', outcome: 'replied' });
     });
 
     it('S7: deleting the session from the other instance stops its turn and drops its inputs', async () => {
       const a = await instance('inst-a');
       const b = await instance('inst-b');
-      server.enqueue({ text: 'R1', hold: true });
-      const first = a.harness.agent.handleMessage(human('s', 'H1'));
-      const t1 = await turnStart('s', 'H1');
-      await server.nextRequest();
-      const holder = instances.find((i) => ranOn(t1).includes(i.id))!;
-      const other = holder === a ? b : a;
-      const waiting = holder.harness.agent.handleMessage(human('s', 'H2'));
-      await holder.harness.waitFor(
-        'agent:queue',
-        (q) => q.sessionId === 's' && q.waiting.length === 1,
-      );
+      const { first, t1, holder, other, waiting } = await runningWithOneWaiting(a, b);
 
       await other.harness.agent.deleteSession('s');
       await expect(first).resolves.toEqual({ settled: 'turn', turnId: t1, outcome: 'aborted' });
@@ -424,6 +427,15 @@ describeRedis('distributed dispatch (two instances)', () => {
 async function waitUntil(done: () => boolean): Promise<void> {
   const until = Date.now() + 5_000;
   while (!done()) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Polls `done` (a store read) every 10 ms for up to 5 s. */
+async function waitUntilAsync(done: () => Promise<boolean>): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (!(await done())) {
     if (Date.now() > until) throw new Error('timed out waiting');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -3,6 +3,7 @@ import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } 
 import { connect, createServer } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { tmpdir } from 'node:os';
+import { describeNeeding } from './describe-needing';
 
 /**
  * A Redis server of the test's own, in a temp directory on a port of its own, so a test can
@@ -43,18 +44,7 @@ export function ownRedisUnavailable(): string | undefined {
  * with a title that says why; with `CI` set a failing test (never a silent skip in CI).
  */
 export function describeOwnRedis(title: string, suite: () => void): void {
-  const missing = ownRedisUnavailable();
-  if (!missing) {
-    describe(title, suite);
-  } else if (process.env.CI) {
-    describe(title, () => {
-      it('an own Redis server can be started (required in CI)', () => {
-        throw new Error(`${missing} (CI is set: this is a failure)`);
-      });
-    });
-  } else {
-    describe.skip(`${title} (skipped: ${missing})`, suite);
-  }
+  describeNeeding(title, ownRedisUnavailable(), 'an own Redis server can be started', suite);
 }
 
 /** A free TCP port on 127.0.0.1 (the kernel's pick). */

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
+import { describeNeeding } from './describe-needing';
 
 /**
  * Redis for the distribution specs: the shared test server (`TEST_REDIS_URL`, or the local
@@ -37,17 +38,12 @@ export function redisReachable(): boolean {
  * with a title that says so; with `CI` set it fails (never a silent skip in CI).
  */
 export function describeRedis(title: string, suite: () => void): void {
-  if (redisReachable()) {
-    describe(title, suite);
-  } else if (process.env.CI) {
-    describe(title, () => {
-      it('Redis is reachable (required in CI)', () => {
-        throw new Error(`Redis not reachable at ${REDIS_URL} (CI is set: this is a failure)`);
-      });
-    });
-  } else {
-    describe.skip(`${title} (skipped: Redis not reachable at ${REDIS_URL})`, suite);
-  }
+  describeNeeding(
+    title,
+    redisReachable() ? undefined : `Redis not reachable at ${REDIS_URL}`,
+    'Redis is reachable',
+    suite,
+  );
 }
 
 /** A key prefix no other test uses: `agent-test-<random>`. */

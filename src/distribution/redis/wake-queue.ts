@@ -3,6 +3,9 @@ import type { JobsOptions, Queue } from 'bullmq';
 /** The BullMQ queue that wakes an idle session's work on some instance. */
 export const WAKE_QUEUE = 'wake';
 
+/** Runs of a wake job before it is given up (200 ms doubling: about three minutes in all). */
+const WAKE_ATTEMPTS = 10;
+
 /** The data of a wake job: the session to run. */
 export interface WakeJob {
   sessionId: string;
@@ -12,11 +15,15 @@ export interface WakeJob {
  * The options of the wake job of a session: deduplicated by session id, so that while a job of
  * the session waits another add is the same job, and while one is active (an instance runs the
  * session) at most one more is kept to follow it (`keepLastIfActive`: an input that came as the
- * holder let go is not lost). Finished jobs are removed: the inbox is the record, not BullMQ.
+ * holder let go is not lost). A run that fails (the database away while the lease is taken) is
+ * tried again with a growing delay, for a few minutes. Finished jobs are removed: the inbox is
+ * the record, not BullMQ.
  */
 export function wakeJobOptions(sessionId: string): JobsOptions {
   return {
     deduplication: { id: sessionId, keepLastIfActive: true },
+    attempts: WAKE_ATTEMPTS,
+    backoff: { type: 'exponential', delay: 200 },
     removeOnComplete: true,
     removeOnFail: true,
   };

@@ -68,7 +68,7 @@ export class AgentDistribution
       this.unsubscribe.push(this.events.on(name, changed));
     }
     // A session taken over from a dead instance: its interrupted turns closed, its inputs resumed.
-    this.runtime?.setTakeover((sessionId, onTheirWay, settledAfterMs) =>
+    runtime.setTakeover((sessionId, onTheirWay, settledAfterMs) =>
       this.recovery.takeOver(sessionId, onTheirWay, settledAfterMs),
     );
   }

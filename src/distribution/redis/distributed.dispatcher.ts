@@ -183,11 +183,27 @@ export class DistributedDispatcher implements WorkDispatcher {
     if (id === undefined) throw new Error('a distributed input needs its id');
     const settlement = this.waiters.wait(id);
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
-    const { holder } = await this.parts.pending.push(input);
-    if (holder === this.instanceId) await this.held.poke(message.sessionId);
-    else if (holder) await this.parts.mailbox.send(holder, POKE, { sessionId: message.sessionId });
-    else await this.parts.wake.wake(message.sessionId);
+    let holder: string | undefined;
+    try {
+      ({ holder } = await this.parts.pending.push(input));
+    } catch (error) {
+      // Not on its way: the caller hears of the failure, nothing waits for it here.
+      this.waiters.forget(id);
+      throw error;
+    }
+    // On its way from now on (the list has it): telling the holder is the rest of the job, and a
+    // failure to tell it falls back to waking the session, never to refusing the input.
+    await this.tell(message.sessionId, holder).catch(() =>
+      this.parts.wake.wake(message.sessionId).catch(() => undefined),
+    );
     return { accepted: true, settlement };
+  }
+
+  /** Tells the session's holder of new inputs, or wakes the session when nobody holds it. */
+  private async tell(sessionId: string, holder: string | undefined): Promise<void> {
+    if (holder === this.instanceId) await this.held.poke(sessionId);
+    else if (holder) await this.parts.mailbox.send(holder, POKE, { sessionId });
+    else await this.parts.wake.wake(sessionId);
   }
 
   whenFree(sessionId: string, signal?: AbortSignal): Promise<void> {

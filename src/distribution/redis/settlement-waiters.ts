@@ -28,6 +28,11 @@ export class SettlementWaiters {
     waiter?.resolve(settlement);
   }
 
+  /** Stops waiting for the input (it never went on its way). */
+  forget(id: string): void {
+    this.waiters.delete(id);
+  }
+
   /** Looks up, in `source`, the settlements of the inputs waited for longer than `olderThanMs`. */
   async checkOld(source: SettlementSource, olderThanMs: number): Promise<void> {
     const oldest = Date.now() - olderThanMs;

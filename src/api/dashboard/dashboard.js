@@ -866,7 +866,14 @@
     disconnect();
     state.token = token;
     setConnection('connecting', 'connecting…');
-    const socket = window.io(NAMESPACE, { auth: { token }, reconnectionDelayMax: 5000 });
+    // WebSocket first: behind a load balancer without sticky sessions only HTTP long-polling
+    // breaks (each poll may reach another instance), so polling is the fallback, not the start.
+    const socket = window.io(NAMESPACE, {
+      auth: { token },
+      reconnectionDelayMax: 5000,
+      transports: ['websocket', 'polling'],
+      tryAllTransports: true,
+    });
     state.socket = socket;
 
     socket.on('connect', () => {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { trustProxyProblem, type TrustProxy } from './server';
 
 /**
  * The server's configuration, read once from the environment (README.md, "Configuration
@@ -42,6 +43,8 @@ export interface AppConfig {
     keepAliveTimeoutMs: number;
     maxConnections: number;
   };
+  /** `TRUST_PROXY`: the proxies whose `X-Forwarded-For` names the client. */
+  trustProxy: TrustProxy;
   /** Requests per minute per client address (`HTTP_*_RATE_LIMIT`). */
   rateLimits: {
     public: { limit: number; ttlMs: number };
@@ -99,6 +102,25 @@ function rateLimits(env: NodeJS.ProcessEnv): AppConfig['rateLimits'] {
     admin: perMinute('HTTP_ADMIN_RATE_LIMIT', 1200),
     auth: perMinute('HTTP_AUTH_RATE_LIMIT', 20),
   };
+}
+
+/**
+ * `TRUST_PROXY`: unset or `false`, a number of proxies in front, or a comma-separated list of
+ * their addresses / subnets / `loopback`, `linklocal`, `uniquelocal`. `true` (believe anyone's
+ * `X-Forwarded-For`) is refused: a client could then pick its own address for the rate limits.
+ */
+function trustProxy(env: NodeJS.ProcessEnv): TrustProxy {
+  const raw = env.TRUST_PROXY?.trim() ?? '';
+  if (raw === '' || raw === 'false' || raw === '0') return false;
+  if (raw === 'true') {
+    throw new ConfigError(
+      'TRUST_PROXY=true would let any client choose its address; give the number of proxies in front (e.g. 1) or their addresses',
+    );
+  }
+  const value: TrustProxy = /^\d+$/.test(raw) ? Number(raw) : raw.split(',').map((p) => p.trim());
+  const problem = trustProxyProblem(value);
+  if (problem) throw new ConfigError(`TRUST_PROXY must be ${problem}, got "${raw}"`);
+  return value;
 }
 
 function url(name: string, raw: string, protocols: string[]): string {
@@ -206,6 +228,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     distribution: distribution(env, store),
     limits: limits(env),
     http: httpLimits(env),
+    trustProxy: trustProxy(env),
     rateLimits: rateLimits(env),
   };
 }

@@ -53,7 +53,8 @@ export class AppConfigModule {}
   providers: [
     {
       provide: SERVER_OPTIONS,
-      useFactory: (config: AppConfig) => resolveServerOptions({ http: config.http }),
+      useFactory: (config: AppConfig) =>
+        resolveServerOptions({ http: config.http, trustProxy: config.trustProxy }),
       inject: [APP_CONFIG],
     },
     HttpShutdown,

@@ -1,3 +1,31 @@
+import { compile } from 'proxy-addr';
+
+/**
+ * Which proxies in front of the server to believe about the client's address (their
+ * `X-Forwarded-For`), for the per-address rate limits of REST and Socket.IO: `false` none (the
+ * address is the connection's), a number of proxies (hops) in front, or the proxies' addresses,
+ * subnets (CIDR) or the names `loopback`, `linklocal`, `uniquelocal`, as Express's
+ * `trust proxy` setting takes them.
+ */
+export type TrustProxy = false | number | string[];
+
+/** Why `value` is no valid {@link TrustProxy}, or `undefined` when it is one. */
+export function trustProxyProblem(value: TrustProxy): string | undefined {
+  if (value === false) return undefined;
+  if (typeof value === 'number') {
+    return Number.isSafeInteger(value) && value >= 1
+      ? undefined
+      : 'a number of proxies of at least 1';
+  }
+  if (!Array.isArray(value) || value.length === 0) return 'false, a number, or a list of addresses';
+  try {
+    compile(value);
+    return undefined;
+  } catch (error) {
+    return `a list of addresses, subnets or loopback / linklocal / uniquelocal (${(error as Error).message})`;
+  }
+}
+
 /** Limits of the HTTP server itself (Node's `http.Server` settings). */
 export interface HttpLimits {
   /** Longest wait for a request's headers, in milliseconds. @default 30000 */
@@ -17,6 +45,8 @@ export interface HttpLimits {
 /** What only the server has: its HTTP server's limits and its shutdown. */
 export interface ServerOptions {
   http?: HttpLimits;
+  /** Proxies whose `X-Forwarded-For` names the client (see {@link TrustProxy}). @default false */
+  trustProxy?: TrustProxy;
   /**
    * Milliseconds the shutdown waits for open HTTP requests (a `?wait=true` answer, say) to
    * finish after the agent has drained. @default 15000
@@ -27,6 +57,7 @@ export interface ServerOptions {
 /** Server options with defaults applied. */
 export interface ResolvedServerOptions {
   http: Required<HttpLimits>;
+  trustProxy: TrustProxy;
   shutdownGraceMs: number;
 }
 
@@ -73,5 +104,8 @@ export function resolveServerOptions(options: ServerOptions = {}): ResolvedServe
   if (!Number.isFinite(grace) || grace < 0) {
     throw new ServerOptionsError('Server shutdownGraceMs must be a non-negative number');
   }
-  return { http, shutdownGraceMs: grace };
+  const trustProxy = options.trustProxy ?? false;
+  const problem = trustProxyProblem(trustProxy);
+  if (problem) throw new ServerOptionsError(`Server trustProxy must be ${problem}`);
+  return { http, shutdownGraceMs: grace, trustProxy };
 }

@@ -20,6 +20,11 @@ import { HttpShutdown } from './http-shutdown';
 import { pacedRequests } from './request-pacer';
 import { SERVER_OPTIONS, type ResolvedServerOptions } from './server-options';
 
+/** The part of an Express application that holds its settings. */
+interface ExpressSettings {
+  set(name: string, value: unknown): unknown;
+}
+
 /** Where the OpenAPI UI and documents are served. */
 export const DOCS_PATH = 'docs';
 
@@ -52,7 +57,7 @@ function rateLimited(limiter: RateLimiter, limit: RateLimit): Middleware {
 /**
  * What only the server does to its application (a host embedding `AgentApiModule` does none of
  * it): call it on an application built from `AppModule` with `bodyParser: false`, before
- * `listen` / `init`. Sets the HTTP server's timeouts and connection cap (`http` options), then
+ * `listen` / `init`. Sets the HTTP server's timeouts and connection cap (`http` options) and Express's `trust proxy` (`trustProxy`), then
  * installs, in order: 503 while shutting down, request pacing (`/health` bypasses it), the
  * Socket.IO adapter (its buffer sized from the body limit; it lets clients receive the last
  * events on shutdown), and the OpenAPI document at `/docs` (UI), `/docs-json` and
@@ -63,6 +68,10 @@ export function setupServer(app: INestApplication): void {
   const api = app.get<ResolvedApiOptions>(API_OPTIONS);
   const server = app.get<ResolvedServerOptions>(SERVER_OPTIONS);
   applyHttpLimits(app.getHttpServer() as Server, server.http);
+  // Express reads it for `req.ip`; the Socket.IO handshakes read Express's compiled setting.
+  if (server.trustProxy !== false) {
+    (app.getHttpAdapter().getInstance() as ExpressSettings).set('trust proxy', server.trustProxy);
+  }
   app.use(refuseWhileClosing(app.get(HttpShutdown)));
   app.use(pacedRequests(['/health']));
   app.useWebSocketAdapter(new AgentIoAdapter(app, api.bodyLimit));

@@ -1,3 +1,4 @@
+import { io } from 'socket.io-client';
 import { AgentGateway } from '../../src/api';
 import {
   ApiApp,
@@ -271,5 +272,62 @@ describe('the queue event: only to subscribers, coalesced per session (README: S
     }
 
     expect(emit).not.toHaveBeenCalled();
+  });
+});
+
+describe('behind a proxy (TRUST_PROXY, README: Deployment)', () => {
+  const AUTH_2 = { public: LOOSE, admin: LOOSE, auth: { limit: 2, ttlMs: 60_000 } };
+
+  /** Wrong-token requests from a forwarded address; their statuses. */
+  async function guesses(a: ApiApp, forwardedFor: string, count: number): Promise<number[]> {
+    const statuses: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const res = await a
+        .http()
+        .get('/agent/sessions/p/queue')
+        .set('X-Forwarded-For', forwardedFor)
+        .set('Authorization', `Bearer guess-${i}`);
+      statuses.push(res.status);
+    }
+    return statuses;
+  }
+
+  /** A handshake with a wrong token from a forwarded address; the refusal's status. */
+  async function handshake(a: ApiApp, forwardedFor: string): Promise<number> {
+    const socket: AgentClient = io(`${a.url}/agent`, {
+      auth: { token: 'guess' },
+      transports: ['websocket'],
+      reconnection: false,
+      forceNew: true,
+      extraHeaders: { 'X-Forwarded-For': forwardedFor },
+    });
+    try {
+      return (await refusal(socket)).data.statusCode as number;
+    } finally {
+      socket.disconnect();
+    }
+  }
+
+  it('trusted (loopback): each forwarded client address has its own limit, on REST and at the handshake', async () => {
+    const a = await ApiApp.start({ api: { rateLimits: AUTH_2 }, env: { TRUST_PROXY: 'loopback' } });
+    try {
+      expect(await guesses(a, '203.0.113.1', 3)).toEqual([401, 401, 429]);
+      expect(await guesses(a, '203.0.113.2', 1)).toEqual([401]);
+      expect(await handshake(a, '203.0.113.1')).toBe(429);
+      expect(await handshake(a, '203.0.113.3')).toBe(401);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('not trusted (the default): X-Forwarded-For is ignored, the connection address counts', async () => {
+    const a = await ApiApp.start({ api: { rateLimits: AUTH_2 } });
+    try {
+      expect(await guesses(a, '203.0.113.1', 2)).toEqual([401, 401]);
+      expect(await guesses(a, '203.0.113.2', 1)).toEqual([429]);
+      expect(await handshake(a, '203.0.113.3')).toBe(429);
+    } finally {
+      await a.close();
+    }
   });
 });

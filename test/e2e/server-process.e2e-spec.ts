@@ -131,6 +131,8 @@ describe('the server process (src/main.ts)', () => {
     ['HTTP_HEADERS_TIMEOUT_MS', '90000'],
     ['HTTP_ADMIN_RATE_LIMIT', '0'],
     ['HTTP_PUBLIC_RATE_LIMIT', 'many'],
+    ['TRUST_PROXY', 'true'],
+    ['TRUST_PROXY', '0.0.0.0/99'],
   ])(
     'bad configuration %s=%s: exits non-zero printing one line naming the variable',
     async (name, value) => {

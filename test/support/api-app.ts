@@ -92,6 +92,7 @@ export class ApiApp {
       HTTP_PUBLIC_RATE_LIMIT: undefined,
       HTTP_ADMIN_RATE_LIMIT: undefined,
       HTTP_AUTH_RATE_LIMIT: undefined,
+      TRUST_PROXY: undefined,
       ...options.env,
     };
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));

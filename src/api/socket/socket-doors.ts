@@ -1,4 +1,6 @@
-import { HttpException, Inject, Injectable, type CanActivate } from '@nestjs/common';
+import { HttpException, Inject, Injectable, Optional, type CanActivate } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import proxyAddr from 'proxy-addr';
 import type { Socket } from 'socket.io';
 import type { Actor } from '../../contracts';
 import {
@@ -25,6 +27,9 @@ const tooMany = (verdict: RateVerdict): ErrorBody => ({
   ...bodyOf(429, `Too many requests, slow down: retry in ${verdict.retryAfterSeconds} s`),
   retryAfter: verdict.retryAfterSeconds,
 });
+
+/** Express's compiled `trust proxy` setting (`app.get('trust proxy fn')`). */
+type TrustFn = (address: string, hop: number) => boolean;
 
 function refused(body: ErrorBody): HandshakeError {
   return Object.assign(new Error(body.message), { data: body });
@@ -59,7 +64,22 @@ export class SocketDoors {
     @Inject(API_OPTIONS) private readonly options: ResolvedApiOptions,
     @Inject(API_SHAPE) private readonly shape: ResolvedApiShape,
     @Inject(API_AUTH_GUARD) private readonly guard: CanActivate,
+    @Optional() private readonly adapterHost?: HttpAdapterHost,
   ) {}
+
+  /**
+   * The client's address as REST sees it (`req.ip`): behind proxies the application trusts
+   * (Express's `trust proxy`, the server's `TRUST_PROXY`), the address they forwarded;
+   * otherwise the connection's.
+   */
+  addressOf(socket: Socket): string {
+    const express = this.adapterHost?.httpAdapter?.getInstance<
+      { get?: (name: string) => unknown } | undefined
+    >();
+    const trust = typeof express?.get === 'function' ? express.get('trust proxy fn') : undefined;
+    if (typeof trust !== 'function') return socket.handshake.address;
+    return proxyAddr(socket.request, trust as TrustFn);
+  }
 
   /** Namespace middleware: authenticates and rate-limits the handshake. */
   handshake(): (socket: Socket, next: Next) => void {
@@ -85,7 +105,7 @@ export class SocketDoors {
       const ack = typeof last === 'function' ? (last as (answer: ErrorBody) => void) : undefined;
       const args = packet.slice(1, ack ? -1 : undefined);
       previous = previous
-        .then(() => this.refusalOf(socket.handshake.address, args))
+        .then(() => this.refusalOf(this.clientAddress(socket), args))
         .then(
           (refusal) => (refusal ? ack?.(refusal) : next()),
           (error: Error) => next(error),
@@ -115,8 +135,14 @@ export class SocketDoors {
     }
   }
 
+  /** The address the handshake counted against (see `addressOf`), kept with the socket. */
+  private clientAddress(socket: Socket): string {
+    const data = socket.data as { address?: string };
+    return (data.address ??= this.addressOf(socket));
+  }
+
   private async admit(socket: Socket): Promise<Actor | undefined> {
-    const { address } = socket.handshake;
+    const address = this.clientAddress(socket);
     const found = await this.callerOf(socket);
     const caller = found === null ? undefined : found;
     const admitted = found !== null;

@@ -142,7 +142,7 @@ export async function connectDistribution(
 ): Promise<DistributionSetup> {
   if (!options) {
     throw new DistributionOptionsError(
-      'AgentModule.forRootAsync({ distributed: true }): the options factory must return distribution',
+      'AgentModule with distributed: true: the options (forRoot) or the options factory (forRootAsync) must give distribution',
     );
   }
   const resolved = resolveDistribution(options);

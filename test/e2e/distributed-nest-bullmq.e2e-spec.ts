@@ -234,7 +234,9 @@ describe('distributed mode needs the distributed extra on forRootAsync', () => {
   it('distributed: true with a factory that returns no distribution stops the start with one line', async () => {
     const error = await startError({ distributed: true, useFactory: () => ({}) });
     expect(error).toBeInstanceOf(DistributionOptionsError);
-    expect((error as Error).message).toMatch(/the options factory must return distribution/);
+    expect((error as Error).message).toMatch(
+      /distributed: true: the options .* must give distribution$/,
+    );
     expect((error as Error).message).not.toContain('\n');
   });
 

@@ -1,4 +1,4 @@
-import { Global, Module } from '@nestjs/common';
+import { Global, Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { EventEmitterModule } from '@nestjs/event-emitter';
 import { TerminusModule } from '@nestjs/terminus';
@@ -27,19 +27,14 @@ export class AppConfigModule {}
  * (server)"): the agent (`AgentModule`) and its API (`AgentApiModule`, the same module a host
  * embeds, at `/agent` with the dashboard at `/`), plus what only the server has: `/health`,
  * `/metrics`, the OpenAPI document, HTTP limits, graceful shutdown and one error shape for
- * every route. Build the application with `bodyParser: false` and call `setupServer(app)`
- * before listening.
+ * every route. Import `AppModule.forRoot()`; build the application with `bodyParser: false` and
+ * call `setupServer(app)` before listening.
  */
 @Module({
   imports: [
     AppConfigModule,
     EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
     TerminusModule.forRoot({ logger: false }),
-    AgentModule.forRootAsync({
-      imports: [AppConfigModule],
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => agentOptionsFromConfig(config),
-    }),
     AgentApiModule.forRootAsync({
       dashboard: { path: '' },
       inject: [APP_CONFIG],
@@ -62,4 +57,24 @@ export class AppConfigModule {}
     { provide: APP_FILTER, useClass: ApiExceptionFilter },
   ],
 })
-export class AppModule {}
+export class AppModule {
+  /**
+   * The server for the environment's configuration: the agent's options come from
+   * `agentOptionsFromConfig`, and with `REDIS_URL` the agent is distributed (its wake queue
+   * wired through `@nestjs/bullmq`), which a module must know before its options factory runs,
+   * hence a dynamic module made once the environment is read.
+   */
+  static forRoot(config: AppConfig = loadAppConfig()): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        AgentModule.forRootAsync({
+          imports: [AppConfigModule],
+          inject: [APP_CONFIG],
+          useFactory: (appConfig: AppConfig) => agentOptionsFromConfig(appConfig),
+          distributed: config.distribution !== undefined,
+        }),
+      ],
+    };
+  }
+}

@@ -23,8 +23,9 @@ class ServerLogger extends ConsoleLogger {
  * accepting, drains the agent (contract S9), closes sockets, exits 0.
  */
 async function bootstrap(): Promise<void> {
+  let read: AppConfig;
   try {
-    loadAppConfig();
+    read = loadAppConfig();
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`Configuration error: ${error.message}\n`);
@@ -32,7 +33,8 @@ async function bootstrap(): Promise<void> {
     }
     throw error;
   }
-  const app = await NestFactory.create(AppModule, {
+  // The configuration decides the module's shape (distributed or not): read before creating.
+  const app = await NestFactory.create(AppModule.forRoot(read), {
     bodyParser: false,
     abortOnError: false,
     logger: new ServerLogger(),

@@ -14,12 +14,12 @@ import {
 } from '../contracts';
 import { HookRegistry } from '../hooks';
 import { ModelRegistry } from '../llm';
-import { InProcessDispatcher, type DistributionRuntime } from '../distribution';
 import {
-  DISTRIBUTION_RUNTIME,
-  AgentDistribution,
-  distributionRuntime,
-} from './distribution-lifecycle';
+  DistributionOptionsError,
+  InProcessDispatcher,
+  type DistributionRuntime,
+} from '../distribution';
+import { DISTRIBUTION_RUNTIME, AgentDistribution } from './distribution-lifecycle';
 import { PromptAssembler } from '../prompt';
 import { MemoryInputInbox, MemoryMessageLog, MemorySessionStore } from '../session-bridge';
 import { TokenEstimator, UsageTracker } from '../usage';
@@ -106,11 +106,8 @@ const engine: Provider[] = [
         new TurnScheduler({ events, archive, inbox, options }, runner, admission),
     inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS],
   },
-  {
-    provide: DISTRIBUTION_RUNTIME,
-    useFactory: distributionRuntime,
-    inject: [AGENT_MODULE_OPTIONS, SessionLanesFactory],
-  },
+  // In one process there is none; a distributed module provides its own (agent.module-distributed).
+  { provide: DISTRIBUTION_RUNTIME, useFactory: inProcessOnly, inject: [AGENT_MODULE_OPTIONS] },
   {
     provide: WorkDispatcher,
     useFactory: (lanes: LanesFactory, runtime: DistributionRuntime | null) =>
@@ -131,9 +128,26 @@ const engine: Provider[] = [
 ];
 
 /**
+ * The runtime of a module that was not made distributed: none. Options that ask for distribution
+ * there came from a `forRootAsync` factory without the `distributed` extra, and the module has no
+ * wake queue to run them with: the start stops with one line saying so.
+ */
+function inProcessOnly(options: AgentModuleOptions): null {
+  if (options.distribution) {
+    throw new DistributionOptionsError(
+      'AgentModule.forRootAsync: the options factory returns distribution, so pass distributed: true next to useFactory (the module then wires its wake queue through @nestjs/bullmq)',
+    );
+  }
+  return null;
+}
+
+/**
  * The agent as a Nest module: `AgentModule.forRoot(options)` or `forRootAsync({ imports,
  * inject, useFactory })`. Needs `EventEmitterModule.forRoot()` in the application. Ports are
- * bound from the options, or by token through the `providers` extra.
+ * bound from the options, or by token through the `providers` extra. Distributed mode
+ * (`forRoot({ distribution })`, or `forRootAsync({ distributed: true, ... })` whose factory
+ * returns `distribution`) also imports `@nestjs/bullmq`'s `BullModule` under the configuration
+ * key `'agent'` for its wake queue and worker (README, "Distributed mode").
  */
 @Module({
   imports: [DiscoveryModule],

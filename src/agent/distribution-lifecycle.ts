@@ -9,28 +9,33 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
-  resolveDistribution,
   startDistribution,
+  WAKE_WORKER,
   type DistributionRuntime,
+  type DistributionSetup,
   type SocketAdapter,
+  type WakeQueue,
+  type WakeWorker,
 } from '../distribution';
 import type { SessionLanesFactory } from '../contracts';
-import type { AgentModuleOptions } from './agent.options';
 import { AgentEventBus } from './agent-event.bus';
 import { InputRecovery } from './input-recovery';
 
 /** Injection token of the running distribution (`null` in-process). @internal */
 export const DISTRIBUTION_RUNTIME = Symbol.for('agent:distribution_runtime');
 
-/** Starts distributed mode when the options ask for it (`distribution`); `null` otherwise. */
+/**
+ * Starts distributed mode (a distributed `AgentModule` provides it, see
+ * `agent.module-distributed.ts`): the dispatcher over the setup's Redis and the wake queue.
+ */
 export function distributionRuntime(
-  options: AgentModuleOptions,
+  setup: DistributionSetup,
   lanes: SessionLanesFactory,
-): Promise<DistributionRuntime | null> {
-  if (!options.distribution) return Promise.resolve(null);
+  wake: WakeQueue,
+): Promise<DistributionRuntime> {
   const logger = new Logger('Distribution');
-  const resolved = resolveDistribution(options.distribution);
-  return startDistribution(resolved, lanes, (warning) => logger.warn(warning)).then((runtime) => {
+  const resolved = setup.options;
+  return startDistribution(setup, lanes, wake).then((runtime) => {
     logger.log(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
@@ -43,9 +48,10 @@ export function distributionRuntime(
 
 /**
  * Distributed mode's place in the application, and what the API asks of it (the instance id,
- * the Socket.IO adapter): the wake worker the wake worker takes jobs once the
- * application is up (recovery done), stops taking them when shutdown begins (a session it runs
- * is then drained, S9, and its job delivered again elsewhere), and the connections close last.
+ * the Socket.IO adapter): the wake worker (`WAKE_WORKER`, the `@nestjs/bullmq` processor) takes
+ * jobs once the application is up (recovery done), stops taking them when shutdown begins (a
+ * session it runs is then drained, S9, and its job delivered again elsewhere), and the
+ * connections close last (the wake queue after them, with `@nestjs/bullmq`'s module).
  */
 @Injectable()
 export class AgentDistribution
@@ -55,6 +61,7 @@ export class AgentDistribution
 
   constructor(
     @Optional() @Inject(DISTRIBUTION_RUNTIME) private readonly runtime: DistributionRuntime | null,
+    @Optional() @Inject(WAKE_WORKER) private readonly worker: WakeWorker | null,
     private readonly recovery: InputRecovery,
     private readonly events: AgentEventBus,
   ) {}
@@ -74,11 +81,11 @@ export class AgentDistribution
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.runtime?.startWorker();
+    await this.worker?.start();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    await this.runtime?.stopWorker();
+    await this.worker?.stop();
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { AgentError, type WorkDispatcher, type SessionLanesFactory } from '../contracts';
-import type { FenceStore, SessionTakeover } from './redis/held-sessions';
+import type Redis from 'ioredis';
+import type { FenceStore, RunOutcome, SessionTakeover } from './redis/held-sessions';
+import type { WakeQueue } from './redis/wake-queue';
 import type { SettlementSource } from './redis/settlement-waiters';
 import { LeaseFencing } from './redis/lease-fencing';
 
@@ -90,14 +92,25 @@ export interface SocketAdapter {
   close(): Promise<void>;
 }
 
-/** One instance's distribution, running: its dispatcher, and how to start and stop it. */
+/**
+ * One instance's distribution before it runs: the options validated, and the Redis command
+ * connection made and its settings checked. Made once per application (the queue's
+ * configuration and the runtime both start from it).
+ */
+export interface DistributionSetup {
+  readonly options: ResolvedDistributionOptions;
+  /** The checked command connection, which the runtime takes over (and closes). */
+  readonly redis: Redis;
+  /** `redis_version` of the server. */
+  readonly version: string;
+}
+
+/** One instance's distribution, running: its dispatcher, and how to stop it. */
 export interface DistributionRuntime {
   readonly dispatcher: WorkDispatcher;
   readonly instanceId: string;
-  /** Starts taking wake jobs (after the application is up). */
-  startWorker(): Promise<void>;
-  /** Stops taking wake jobs at once; the jobs of sessions it runs are delivered again later. */
-  stopWorker(): Promise<void>;
+  /** The wake job of a session (the wake worker's processor calls it). */
+  runWake(sessionId: string): Promise<RunOutcome>;
   /** Provides the engine's takeover of a session (`InputRecovery.takeOver`). */
   setTakeover(takeover: SessionTakeover): void;
   /**
@@ -108,20 +121,45 @@ export interface DistributionRuntime {
   socketAdapter(): SocketAdapter;
   /** A session's turn or waiting list changed here: the other instances' views are told. */
   viewChanged(sessionId: string): void;
-  /** Stops the worker, the mailbox, the leases and the Redis connections. */
+  /**
+   * Stops the mailbox, the leases and the command connection. The wake worker is stopped before
+   * (`WakeWorker.stop`), and the wake queue is closed after, by `@nestjs/bullmq`.
+   */
   close(): Promise<void>;
 }
 
 /**
- * Connects one instance (Redis checked: `noeviction`, version; a warning without persistence)
- * and builds its `DistributedDispatcher` over the engine's lanes. Loads ioredis and BullMQ only
- * now, so that the in-process mode never loads them.
+ * Validates the distribution options and connects this instance's Redis, checked (`noeviction`,
+ * version; a warning without persistence). Loads ioredis only now, so that the in-process mode
+ * never loads it.
+ *
+ * @throws DistributionOptionsError when `options` is missing or invalid.
+ * @throws RedisSettingsError when the Redis would lose work.
+ */
+export async function connectDistribution(
+  options: DistributionOptions | undefined,
+  warn: (message: string) => void,
+): Promise<DistributionSetup> {
+  if (!options) {
+    throw new DistributionOptionsError(
+      'AgentModule with distributed: true: the options (forRoot) or the options factory (forRootAsync) must give distribution',
+    );
+  }
+  const resolved = resolveDistribution(options);
+  const { connectChecked } = await import('./redis/runtime');
+  return { options: resolved, ...(await connectChecked(resolved.redis, warn)) };
+}
+
+/**
+ * Builds one instance's `DistributedDispatcher` over the engine's lanes and starts it (mailbox,
+ * leases, registry), on the setup's connection and the wake queue registered through
+ * `@nestjs/bullmq` (`wakeWiring`).
  */
 export async function startDistribution(
-  options: ResolvedDistributionOptions,
+  setup: DistributionSetup,
   lanes: SessionLanesFactory,
-  warn: (message: string) => void,
+  wake: WakeQueue,
 ): Promise<DistributionRuntime> {
   const { createRuntime } = await import('./redis/runtime');
-  return createRuntime(options, lanes, warn);
+  return createRuntime(setup, lanes, wake);
 }

@@ -1,9 +1,9 @@
-import { DelayedError, Queue, Worker, type ConnectionOptions } from 'bullmq';
+import type { ConnectionOptions } from 'bullmq';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
 import type {
   DistributionRuntime,
-  ResolvedDistributionOptions,
+  DistributionSetup,
   SocketAdapter,
 } from '../distribution-options';
 import { DistributedDispatcher } from './distributed.dispatcher';
@@ -13,13 +13,16 @@ import { PendingInputs } from './pending-inputs';
 import { checkRedisSettings } from './redis-settings';
 import { RemoteView } from './remote-view';
 import { SessionLeases } from './session-leases';
-import { WAKE_QUEUE, WakeQueue, type WakeJob } from './wake-queue';
+import type { WakeQueue } from './wake-queue';
 
 /** How long a control request to another instance may take (ms): a few renewals of a lease. */
 const REQUEST_TIMEOUT_MS = 10_000;
 
-/** BullMQ's connection options from a `redis://` URL (BullMQ takes no URL itself). */
-function connectionOf(url: string): ConnectionOptions {
+/**
+ * BullMQ's connection options from a `redis://` URL (BullMQ takes no URL itself): the wake
+ * queue's and worker's, given to `BullModule.forRootAsync('agent', ...)` (`bull-wiring.ts`).
+ */
+export function connectionOf(url: string): ConnectionOptions {
   const parsed = new URL(url);
   return {
     host: parsed.hostname,
@@ -32,7 +35,7 @@ function connectionOf(url: string): ConnectionOptions {
 }
 
 /** A Redis client, connected, of a server whose settings pass `checkRedisSettings`. */
-async function connectChecked(
+export async function connectChecked(
   url: string,
   warn: (message: string) => void,
 ): Promise<{ redis: Redis; version: string }> {
@@ -69,18 +72,18 @@ function socketAdapterOf(redis: Redis, version: string, prefix: string): SocketA
 }
 
 /**
- * Builds one instance's distribution (see `startDistribution`): one Redis client for commands
- * (the mailbox adds its blocking reader), the leases with their fencing, the instance registry,
- * the pending lists, the wake queue and, once `startWorker` runs, the wake worker.
+ * Builds one instance's distribution (see `startDistribution`) on the setup's checked Redis
+ * client for commands (the mailbox adds its blocking reader): the leases with their fencing, the
+ * instance registry, the pending lists and the dispatcher, which adds wake jobs through `wake`
+ * (the queue `@nestjs/bullmq` registered); the wake worker is `WakeProcessor`.
  */
 export async function createRuntime(
-  options: ResolvedDistributionOptions,
+  setup: DistributionSetup,
   createLanes: SessionLanesFactory,
-  warn: (message: string) => void,
+  wake: WakeQueue,
 ): Promise<DistributionRuntime> {
-  const { instanceId, prefix, leaseMs, concurrency } = options;
-  const { redis, version } = await connectChecked(options.redis, warn);
-  const connection = connectionOf(options.redis);
+  const { options, redis, version } = setup;
+  const { instanceId, prefix, leaseMs } = options;
   // The leases report losses to the dispatcher, which is made with them: looked up late.
   const owner: { dispatcher?: DistributedDispatcher } = {};
   const leases = new SessionLeases(redis, {
@@ -90,7 +93,6 @@ export async function createRuntime(
     onLost: (grant) => owner.dispatcher?.leaseLost(grant),
   });
   options.fencing.bind(leases);
-  const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection, prefix });
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
   const registry = new InstanceRegistry(redis, {
     prefix,
@@ -104,7 +106,7 @@ export async function createRuntime(
     fencing: options.fencing,
     fences: options.stores.fences,
     pending: new PendingInputs(redis, prefix),
-    wake: new WakeQueue(queue),
+    wake,
     mailbox,
     registry,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -114,52 +116,17 @@ export async function createRuntime(
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
-  const runtime = runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
-    await queue.close();
-    await redis.quit().catch(() => redis.disconnect());
-  });
-  return {
-    ...runtime,
-    socketAdapter: () => socketAdapterOf(redis, version, prefix),
-    viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
-  };
-}
-
-/** The runtime around a started dispatcher: the wake worker, and the order things close in. */
-function runtimeOf(
-  dispatcher: DistributedDispatcher,
-  worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
-  closeConnections: () => Promise<void>,
-): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged'> {
-  const { connection, prefix, concurrency, leaseMs } = worker;
-  let running: Worker<WakeJob> | undefined;
   return {
     dispatcher,
-    instanceId: dispatcher.instanceId,
+    instanceId,
+    runWake: (sessionId) => dispatcher.runWake(sessionId),
     setTakeover: (takeover) => dispatcher.setTakeover(takeover),
-    async startWorker() {
-      running ??= new Worker<WakeJob>(
-        WAKE_QUEUE,
-        async (job, token) => {
-          if ((await dispatcher.runWake(job.data.sessionId)) !== 'held-elsewhere') return;
-          // Another instance holds the session: live, it takes the inputs itself; dead, its
-          // lease runs out. Either way the job comes back once the lease could have expired.
-          await job.moveToDelayed(Date.now() + leaseMs, token);
-          throw new DelayedError();
-        },
-        // A holder that died stops renewing its job's lock: its job is delivered again after
-        // a lease, to an instance that takes the session over.
-        { connection, prefix, concurrency, lockDuration: leaseMs, stalledInterval: leaseMs },
-      );
-      await running.waitUntilReady();
-    },
-    async stopWorker() {
-      await running?.close(true);
-    },
+    socketAdapter: () => socketAdapterOf(redis, version, prefix),
+    viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
+    // The wake worker stopped before (`WakeWorker.stop`); the queue closes after, with Nest.
     async close() {
-      await running?.close(true);
       await dispatcher.close();
-      await closeConnections();
+      await redis.quit().catch(() => redis.disconnect());
     },
   };
 }

@@ -1,7 +1,16 @@
+import { Injectable } from '@nestjs/common';
+import { InjectQueue } from '@nestjs/bullmq';
 import type { JobsOptions, Queue } from 'bullmq';
 
 /** The BullMQ queue that wakes an idle session's work on some instance. */
 export const WAKE_QUEUE = 'wake';
+
+/**
+ * The `@nestjs/bullmq` configuration key of the agent's queue (`BullModule.forRootAsync('agent')`,
+ * `registerQueue({ configKey: 'agent' })`): the agent's connection and prefix are its own, and a
+ * host's `BullModule.forRoot` for its own queues is neither used nor replaced.
+ */
+export const AGENT_BULL_CONFIG = 'agent';
 
 /** Runs of a wake job before it is given up (200 ms doubling: about three minutes in all). */
 const WAKE_ATTEMPTS = 10;
@@ -34,8 +43,9 @@ export function wakeJobOptions(sessionId: string): JobsOptions {
  * instance holds go to that instance's mailbox and cost no job). Whichever instance's worker
  * takes the job takes the session's lease and runs it until it is idle.
  */
+@Injectable()
 export class WakeQueue {
-  constructor(private readonly queue: Queue<WakeJob>) {}
+  constructor(@InjectQueue(WAKE_QUEUE) private readonly queue: Queue<WakeJob>) {}
 
   /** Adds the session's wake job (or joins the one already waiting). */
   async wake(sessionId: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { Global, Module, type DynamicModule } from '@nestjs/common';
+import { forwardRef, Global, Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { EventEmitterModule } from '@nestjs/event-emitter';
 import { TerminusModule } from '@nestjs/terminus';
@@ -22,19 +22,46 @@ import {
 })
 export class AppConfigModule {}
 
+/** The agent of the server, in one process or distributed; made once per shape. */
+const agentModules = new Map<boolean, DynamicModule>();
+
+/**
+ * The server's agent for the configuration: with `REDIS_URL` it is distributed (its wake
+ * queue wired through `@nestjs/bullmq`), which `AgentModule` must know when its imports are
+ * made, before its options factory runs. One module object per shape, so that every reference
+ * to it in one application is the same module.
+ */
+function agentModule(config: AppConfig): DynamicModule {
+  const distributed = config.distribution !== undefined;
+  let made = agentModules.get(distributed);
+  if (!made) {
+    made = AgentModule.forRootAsync({
+      imports: [AppConfigModule],
+      inject: [APP_CONFIG],
+      useFactory: (appConfig: AppConfig) => agentOptionsFromConfig(appConfig),
+      distributed,
+    });
+    agentModules.set(distributed, made);
+  }
+  return made;
+}
+
 /**
  * The server's composition root, configured from the environment (README.md, "Configuration
  * (server)"): the agent (`AgentModule`) and its API (`AgentApiModule`, the same module a host
  * embeds, at `/agent` with the dashboard at `/`), plus what only the server has: `/health`,
  * `/metrics`, the OpenAPI document, HTTP limits, graceful shutdown and one error shape for
- * every route. Import `AppModule.forRoot()`; build the application with `bodyParser: false` and
- * call `setupServer(app)` before listening.
+ * every route. Import it whole (a TestingModule may): the environment is read when the
+ * application is compiled, not when this file is loaded, since the agent's import is resolved
+ * then (`forwardRef`, Nest's lazily evaluated import). Build the application with
+ * `bodyParser: false` and call `setupServer(app)` before listening.
  */
 @Module({
   imports: [
     AppConfigModule,
     EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
     TerminusModule.forRoot({ logger: false }),
+    forwardRef(() => agentModule(loadAppConfig())),
     AgentApiModule.forRootAsync({
       dashboard: { path: '' },
       inject: [APP_CONFIG],
@@ -57,24 +84,4 @@ export class AppConfigModule {}
     { provide: APP_FILTER, useClass: ApiExceptionFilter },
   ],
 })
-export class AppModule {
-  /**
-   * The server for the environment's configuration: the agent's options come from
-   * `agentOptionsFromConfig`, and with `REDIS_URL` the agent is distributed (its wake queue
-   * wired through `@nestjs/bullmq`), which a module must know before its options factory runs,
-   * hence a dynamic module made once the environment is read.
-   */
-  static forRoot(config: AppConfig = loadAppConfig()): DynamicModule {
-    return {
-      module: AppModule,
-      imports: [
-        AgentModule.forRootAsync({
-          imports: [AppConfigModule],
-          inject: [APP_CONFIG],
-          useFactory: (appConfig: AppConfig) => agentOptionsFromConfig(appConfig),
-          distributed: config.distribution !== undefined,
-        }),
-      ],
-    };
-  }
-}
+export class AppModule {}

@@ -23,9 +23,8 @@ class ServerLogger extends ConsoleLogger {
  * accepting, drains the agent (contract S9), closes sockets, exits 0.
  */
 async function bootstrap(): Promise<void> {
-  let read: AppConfig;
   try {
-    read = loadAppConfig();
+    loadAppConfig();
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`Configuration error: ${error.message}\n`);
@@ -33,8 +32,7 @@ async function bootstrap(): Promise<void> {
     }
     throw error;
   }
-  // The configuration decides the module's shape (distributed or not): read before creating.
-  const app = await NestFactory.create(AppModule.forRoot(read), {
+  const app = await NestFactory.create(AppModule, {
     bodyParser: false,
     abortOnError: false,
     logger: new ServerLogger(),

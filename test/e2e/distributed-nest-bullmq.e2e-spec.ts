@@ -21,6 +21,7 @@ import { WakeProcessor } from '../../src/distribution/redis/wake-processor';
 import { WAKE_QUEUE } from '../../src/distribution/redis/wake-queue';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { ApiApp } from '../support/api-app';
 import {
   deletePrefix,
   describeRedis,
@@ -126,6 +127,37 @@ describeRedis('distributed mode through @nestjs/bullmq', () => {
         },
       };
     }
+
+    it("S1: the server's AppModule, imported whole, is distributed when REDIS_URL is set as it compiles, in one process when not", async () => {
+      const env = {
+        REDIS_URL,
+        AGENT_DB: db.url,
+        AGENT_QUEUE_PREFIX: agentPrefix,
+        AGENT_INSTANCE_ID: 'whole',
+      };
+      const distributed = await ApiApp.start({ server, env });
+      try {
+        const queue = distributed.app.get<Queue>(getQueueToken(WAKE_QUEUE), { strict: false });
+        expect(queue.opts.prefix).toBe(agentPrefix);
+        server.enqueue({ text: 'R1' });
+        const reply = await distributed.postAndWait({ sessionId: 'whole', content: 'H1' });
+        expect(reply.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
+        const state = await distributed.http().get('/agent/sessions/whole').set(distributed.auth);
+        expect(state.body.holder === undefined || state.body.holder === 'whole').toBe(true);
+      } finally {
+        await distributed.close();
+      }
+      // The same module class, compiled again without REDIS_URL: no queue, the turn runs here.
+      const local = await ApiApp.start({ server });
+      try {
+        expect(() => local.app.get(getQueueToken(WAKE_QUEUE), { strict: false })).toThrow();
+        server.enqueue({ text: 'R2' });
+        const reply = await local.postAndWait({ sessionId: 'local', content: 'H2' });
+        expect(reply.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
+      } finally {
+        await local.close();
+      }
+    });
 
     it("S1: forRootAsync({ distributed: true }) next to a host's own BullModule.forRoot: both queues work, each with its own prefix", async () => {
       let factoryCalls = 0;

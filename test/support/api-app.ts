@@ -99,7 +99,7 @@ export class ApiApp {
     assignEnv(env);
     try {
       const { http, shutdownGraceMs, ...api } = options.api ?? {};
-      let builder = Test.createTestingModule({ imports: [AppModule.forRoot()] })
+      let builder = Test.createTestingModule({ imports: [AppModule] })
         .overrideProvider(API_MODULE_OPTIONS)
         .useValue({
           adminToken: TEST_TOKEN,

@@ -3,12 +3,26 @@ import { SessionLanesFactory, type SessionLanesFactory as LanesFactory } from '.
 import {
   connectDistribution,
   wakeWiring,
+  type DistributionOptions,
   type DistributionSetup,
   type WakeQueue,
   type WakeWiring,
 } from '../distribution';
+import { sqlStoresOf } from '../session-bridge';
 import type { AgentModuleOptions } from './agent.options';
 import { DISTRIBUTION_RUNTIME, distributionRuntime } from './distribution-lifecycle';
+
+/**
+ * The `distribution` option with its `stores`: given, or else the stores the agent's inbox was
+ * made with (`createSqlStores`), so `distribution: { redis }` is enough when the ports are bound
+ * to fenced PostgreSQL stores.
+ */
+function withStores(options: AgentModuleOptions): DistributionOptions | undefined {
+  const { distribution } = options;
+  if (!distribution || distribution.stores) return distribution;
+  const stores = sqlStoresOf(options.inputInbox);
+  return stores ? { ...distribution, stores } : distribution;
+}
 
 /** Injection token of the application's `DistributionSetup` (made once). @internal */
 export const DISTRIBUTION_SETUP = Symbol.for('agent:distribution_setup');
@@ -41,7 +55,7 @@ export function withDistribution(
       {
         provide: DISTRIBUTION_SETUP,
         useFactory: (options: AgentModuleOptions) =>
-          connectDistribution(options.distribution, (warning) =>
+          connectDistribution(withStores(options), (warning) =>
             new Logger('Distribution').warn(warning),
           ),
         inject: [optionsToken],

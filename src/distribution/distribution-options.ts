@@ -27,8 +27,9 @@ export interface DistributionOptions {
   /**
    * The PostgreSQL stores the agent's ports are bound to, created with
    * `createSqlStores(url, { fencing: new LeaseFencing() })` so their turn writes are fenced.
+   * @default the stores the `inputInbox` option was made with by `createSqlStores`
    */
-  stores: DistributionStores;
+  stores?: DistributionStores;
   /** This instance's name in leases and logs. @default `<host name>:<pid>` */
   instanceId?: string;
   /** A session lease's time to live (ms), renewed every third of it. @default 10000 */
@@ -58,8 +59,8 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
   }
   const { stores } = options;
   if (!stores || stores.dialect !== 'postgres') {
-    fail(
-      'distribution.stores must be PostgreSQL stores: distributed mode keeps its durable record in PostgreSQL (AGENT_DB=postgres://...), a SQLite file cannot be shared by several instances',
+    return fail(
+      'distribution.stores (or the inputInbox option, when made by createSqlStores) must be PostgreSQL stores: distributed mode keeps its durable record in PostgreSQL (AGENT_DB=postgres://...), a SQLite file cannot be shared by several instances',
     );
   }
   if (!(stores.fencing instanceof LeaseFencing)) {

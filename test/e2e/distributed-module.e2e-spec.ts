@@ -6,6 +6,7 @@ import {
   type AgentModuleOptions,
   type SqlStores,
 } from '../../src';
+import { AgentDistribution } from '../../src/agent';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, tempSqlite, type TempDb } from '../contracts/sql-test-db';
 import { AgentHarness } from '../support/agent-harness';
@@ -129,6 +130,33 @@ describeRedis('distributed mode through AgentModule options', () => {
       expect(other.agent.runningTurn('s')).toBeUndefined();
     });
 
+    it('S1: distribution: { redis } is enough when the ports are fenced PostgreSQL stores (interface.md)', async () => {
+      const made = await stores();
+      const { stores: _given, ...withoutStores } = options(made, 'bare').distribution!;
+      const a = await AgentHarness.start({
+        server,
+        agent: { ...options(made, 'bare'), distribution: withoutStores },
+      });
+      open.unshift(a);
+      server.enqueue({ text: 'R1' });
+      const settled = await a.agent.handleMessage({ sessionId: 's', content: 'H1' });
+      expect(settled).toMatchObject({ settled: 'turn', outcome: 'replied' });
+      expect(a.app.get(AgentDistribution).instanceId).toBe('bare');
+      expect((await a.stored('s')).map((m) => m.content)).toEqual(['H1', 'R1']);
+    });
+
+    it('without stores and with ports that are not createSqlStores ones, the start stops with one line naming distribution.stores', async () => {
+      const made = await stores();
+      const { stores: _given, ...withoutStores } = options(made, 'x').distribution!;
+      const failed = await AgentHarness.start({
+        server,
+        agent: { distribution: withoutStores },
+      }).catch((e: unknown) => e);
+      expect(failed).toBeInstanceOf(DistributionOptionsError);
+      expect((failed as Error).message).toMatch(/^distribution\.stores /);
+      expect((failed as Error).message).not.toContain('\n');
+    });
+
     it('SQLite stores stop the start with one line: distributed mode needs PostgreSQL', async () => {
       const file = tempSqlite();
       try {
@@ -138,7 +166,7 @@ describeRedis('distributed mode through AgentModule options', () => {
         );
         expect(failed).toBeInstanceOf(DistributionOptionsError);
         expect((failed as Error).message).toMatch(
-          /^distribution\.stores must be PostgreSQL stores/,
+          /^distribution\.stores .*must be PostgreSQL stores/,
         );
         expect((failed as Error).message).not.toContain('\n');
       } finally {

@@ -115,7 +115,7 @@ export async function createSqlStores(
       cause: error,
     });
   }
-  return {
+  const stores: SqlStores = {
     sessions: new SqlSessionStore(opened.db),
     log: new SqlMessageLog(opened.db, options.fencing),
     inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
@@ -124,6 +124,20 @@ export async function createSqlStores(
     dialect: opened.dialect,
     close: opened.close,
   };
+  for (const port of [stores.sessions, stores.log, stores.inbox]) madeBy.set(port, stores);
+  return stores;
+}
+
+/** The stores each port object of `createSqlStores` belongs to. */
+const madeBy = new WeakMap<object, SqlStores>();
+
+/**
+ * The `SqlStores` that `port` (its `sessions`, `log` or `inbox`) was made with by
+ * `createSqlStores`; `undefined` for any other object. Lets distributed mode find its fences and
+ * fencing from the ports the agent is bound to.
+ */
+export function sqlStoresOf(port: unknown): SqlStores | undefined {
+  return typeof port === 'object' && port !== null ? madeBy.get(port) : undefined;
 }
 
 /** The validated `timeoutMs` option (the database `url` names the error). */

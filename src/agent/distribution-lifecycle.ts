@@ -9,8 +9,10 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
+  RedisUnavailableError,
   resolveDistribution,
   startDistribution,
+  type DistributionHealth,
   type DistributionRuntime,
   type SocketAdapter,
 } from '../distribution';
@@ -35,7 +37,7 @@ export function distributionRuntime(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
     logger.warn(
-      'Distributed mode is not complete in this version: a Redis outage is not handled yet, and agent:* events are emitted on the holder only (README, "Distributed mode")',
+      'Distributed mode is not complete in this version: agent:* events are emitted on the holder only (README, "Distributed mode")',
     );
     return runtime;
   });
@@ -89,6 +91,25 @@ export class AgentDistribution
   /** This instance's id in distributed mode; `undefined` in one process. */
   get instanceId(): string | undefined {
     return this.runtime?.instanceId;
+  }
+
+  /**
+   * Distributed mode: whether this instance reaches Redis (every connection ready, a PING
+   * answered within a second) and runs its wake worker, for `/health`. `undefined` in one process.
+   */
+  health(): Promise<DistributionHealth | undefined> {
+    return this.runtime ? this.runtime.health() : Promise.resolve(undefined);
+  }
+
+  /**
+   * Distributed mode with Redis unreachable: throws `RedisUnavailableError` ("Redis is
+   * unreachable: the input was not accepted"), so that a caller refuses an input before it is
+   * recorded (the API answers `503` with `Retry-After`). Does nothing in one process.
+   */
+  assertAccepting(): void {
+    if (this.runtime && !this.runtime.reachable()) {
+      throw new RedisUnavailableError('the input was not accepted');
+    }
   }
 
   /**

@@ -90,6 +90,22 @@ export interface SocketAdapter {
   close(): Promise<void>;
 }
 
+/**
+ * Distributed mode's health (`/health`'s `queue` part): up while this instance reaches Redis
+ * (every connection `ready`, a PING answered within a second) and its wake worker runs.
+ */
+export interface DistributionHealth {
+  up: boolean;
+  instanceId: string;
+  redis: 'reachable' | 'unreachable';
+  /** ioredis `status` of each connection (`commands`, `mailbox reader`). */
+  connections: Record<string, string>;
+  /** The wake worker: `not started` before the application is up, `stopped` at shutdown. */
+  worker: 'not started' | 'running' | 'stopped';
+  /** Why it is down, in plain words. */
+  message?: string;
+}
+
 /** One instance's distribution, running: its dispatcher, and how to start and stop it. */
 export interface DistributionRuntime {
   readonly dispatcher: WorkDispatcher;
@@ -106,6 +122,10 @@ export interface DistributionRuntime {
    * instance; with its own two connections, closed by `close`.
    */
   socketAdapter(): SocketAdapter;
+  /** Whether Redis is reachable now, as last seen (no round trip). */
+  reachable(): boolean;
+  /** Whether this instance reaches Redis and runs its wake worker (one bounded PING). */
+  health(): Promise<DistributionHealth>;
   /** A session's turn or waiting list changed here: the other instances' views are told. */
   viewChanged(sessionId: string): void;
   /** Stops the worker, the mailbox, the leases and the Redis connections. */

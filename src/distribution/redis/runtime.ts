@@ -2,6 +2,7 @@ import { DelayedError, Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
 import type {
+  DistributionHealth,
   DistributionRuntime,
   ResolvedDistributionOptions,
   SocketAdapter,
@@ -10,6 +11,7 @@ import { DistributedDispatcher } from './distributed.dispatcher';
 import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
 import { PendingInputs } from './pending-inputs';
+import { outageWarning, RedisHealth } from './redis-health';
 import { checkRedisSettings } from './redis-settings';
 import { RemoteView } from './remote-view';
 import { SessionLeases } from './session-leases';
@@ -28,6 +30,8 @@ function connectionOf(url: string): ConnectionOptions {
     ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
     ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
     ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+    // BullMQ's own backoff grows to 20 s: after an outage the wake worker would idle that long.
+    retryStrategy: (times: number) => Math.min(500 * times, 2000),
   };
 }
 
@@ -36,7 +40,15 @@ async function connectChecked(
   url: string,
   warn: (message: string) => void,
 ): Promise<{ redis: Redis; version: string }> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+  // No offline queue: while Redis is away a command fails at once (the callers retry or report
+  // `RedisUnavailableError`) instead of waiting for a reconnection. Reconnects every 2 s at most.
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    connectTimeout: 3000,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+  });
   try {
     await redis.connect();
     const report = await checkRedisSettings(redis);
@@ -53,8 +65,8 @@ function socketAdapterOf(redis: Redis, version: string, prefix: string): SocketA
   // Loaded only when a gateway asks for it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const io = require('@socket.io/redis-adapter') as typeof import('@socket.io/redis-adapter');
-  const pub = redis.duplicate();
-  const sub = redis.duplicate();
+  const pub = redis.duplicate({ enableOfflineQueue: true });
+  const sub = redis.duplicate({ enableOfflineQueue: true });
   const channel = `${prefix}:socket.io`;
   const adapter =
     Number(version.split('.')[0]) >= 7
@@ -91,7 +103,12 @@ export async function createRuntime(
   });
   options.fencing.bind(leases);
   const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection, prefix });
+  queue.on('error', outageWarning('WakeQueue'));
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
+  const health = new RedisHealth([
+    { name: 'commands', client: redis },
+    { name: 'mailbox reader', client: () => mailbox.connection },
+  ]);
   const registry = new InstanceRegistry(redis, {
     prefix,
     instanceId,
@@ -111,15 +128,19 @@ export async function createRuntime(
     leaseMs,
     inbox: options.stores.inbox,
     remote: new RemoteView(redis, { prefix, instanceId }),
+    health,
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
+  health.start();
   const runtime = runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
+    health.stop();
     await queue.close();
     await redis.quit().catch(() => redis.disconnect());
   });
   return {
     ...runtime,
+    ...healthOf(instanceId, health, runtime.worker),
     socketAdapter: () => socketAdapterOf(redis, version, prefix),
     viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
   };
@@ -130,14 +151,18 @@ function runtimeOf(
   dispatcher: DistributedDispatcher,
   worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
   closeConnections: () => Promise<void>,
-): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged'> {
+): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged' | 'health' | 'reachable'> & {
+  worker(): DistributionHealth['worker'];
+} {
   const { connection, prefix, concurrency, leaseMs } = worker;
   let running: Worker<WakeJob> | undefined;
   return {
     dispatcher,
     instanceId: dispatcher.instanceId,
     setTakeover: (takeover) => dispatcher.setTakeover(takeover),
+    worker: () => (running ? (running.isRunning() ? 'running' : 'stopped') : 'not started'),
     async startWorker() {
+      // It reconnects by itself; unheard, BullMQ would print each connection error with a stack.
       running ??= new Worker<WakeJob>(
         WAKE_QUEUE,
         async (job, token) => {
@@ -150,7 +175,7 @@ function runtimeOf(
         // A holder that died stops renewing its job's lock: its job is delivered again after
         // a lease, to an instance that takes the session over.
         { connection, prefix, concurrency, lockDuration: leaseMs, stalledInterval: leaseMs },
-      );
+      ).on('error', outageWarning('WakeWorker'));
       await running.waitUntilReady();
     },
     async stopWorker() {
@@ -160,6 +185,31 @@ function runtimeOf(
       await running?.close(true);
       await dispatcher.close();
       await closeConnections();
+    },
+  };
+}
+
+/** The runtime's health: Redis reachable (every connection ready, PING answered), worker running. */
+function healthOf(
+  instanceId: string,
+  redis: RedisHealth,
+  worker: () => DistributionHealth['worker'],
+): Pick<DistributionRuntime, 'reachable' | 'health'> {
+  return {
+    reachable: () => redis.reachable,
+    async health() {
+      await redis.ping(); // bounded: a server that hangs is found within a second
+      const { reachable, connections, message } = redis.report();
+      const stopped = worker() === 'stopped' ? 'the wake worker is not running' : undefined;
+      const why = [message, stopped].filter((part) => part !== undefined);
+      return {
+        up: why.length === 0,
+        instanceId,
+        redis: reachable ? 'reachable' : 'unreachable',
+        connections,
+        worker: worker(),
+        ...(why.length ? { message: why.join('; ') } : {}),
+      };
     },
   };
 }

@@ -2,14 +2,18 @@ import { hostname } from 'node:os';
 import { AgentError, type WorkDispatcher, type SessionLanesFactory } from '../contracts';
 import type { FenceStore, SessionTakeover } from './redis/held-sessions';
 import type { SettlementSource } from './redis/settlement-waiters';
+import type { UnsettledSource } from './redis/orphan-wakes';
 import { LeaseFencing } from './redis/lease-fencing';
 
 /** The SQL stores distributed mode writes through: PostgreSQL, created with a `LeaseFencing`. */
 export interface DistributionStores {
   dialect: 'sqlite' | 'postgres';
   fences: FenceStore;
-  /** The inbox: where a settlement is found when its message did not come. */
-  inbox: SettlementSource;
+  /**
+   * The inbox: where a settlement is found when its message did not come, and, when Redis comes
+   * back, which sessions have unsettled inputs (`unsettled`; without it none are woken then).
+   */
+  inbox: SettlementSource & Partial<UnsettledSource>;
   /** The fencing the stores were created with (`createSqlStores(url, { fencing })`). */
   fencing?: unknown;
 }

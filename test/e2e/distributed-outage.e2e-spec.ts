@@ -3,7 +3,7 @@ import type { Message } from '../../src';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 import { ApiApp } from '../support/api-app';
-import { describeOwnRedis, RedisInstance } from '../support/redis-instance';
+import { describeOwnRedis, rawCommand, RedisInstance } from '../support/redis-instance';
 
 jest.setTimeout(60_000);
 
@@ -32,9 +32,10 @@ describeOwnRedis('distributed mode: Redis outage', () => {
     let db: TempDb;
     let a: ApiApp;
 
-    beforeEach(async () => {
+    /** Its own Redis (`args`), a temp schema and the server application on them. */
+    async function setUp(args: string[], env: Record<string, string> = {}): Promise<void> {
       model = await FakeOpenAiServer.start();
-      redis = await RedisInstance.create({ args: ['--appendonly', 'yes'] });
+      redis = await RedisInstance.create({ args });
       db = await tempPgSchema();
       a = await ApiApp.start({
         server: model,
@@ -44,9 +45,10 @@ describeOwnRedis('distributed mode: Redis outage', () => {
           AGENT_INSTANCE_ID: 'outage-a',
           AGENT_QUEUE_PREFIX: 'outage',
           AGENT_LEASE_MS: '6000',
+          ...env,
         },
       });
-    });
+    }
 
     afterEach(async () => {
       model.release();
@@ -76,139 +78,183 @@ describeOwnRedis('distributed mode: Redis outage', () => {
       return { value, ms: Date.now() - started };
     }
 
-    it('/health names the instance and is up while Redis is reachable', async () => {
-      const res = await health();
+    describe('a Redis that keeps its data (appendonly yes)', () => {
+      beforeEach(() => setUp(['--appendonly', 'yes']));
 
-      expect(res.status).toBe(200);
-      expect(res.body.info.queue).toMatchObject({
-        status: 'up',
-        mode: 'distributed',
-        instanceId: 'outage-a',
-        redis: 'reachable',
-        worker: 'running',
-        connections: { commands: 'ready', 'mailbox reader': 'ready' },
-      });
-    });
+      it('/health names the instance and is up while Redis is reachable', async () => {
+        const res = await health();
 
-    it('Redis stopped: /health 503, inputs and control calls fail at once with a clear error, nothing is left unsettled; back: all works again', async () => {
-      model.enqueue({ text: 'R1' }, { text: 'R2' });
-      expect((await post({ sessionId: 's', content: 'H1' })).body).toMatchObject({ reply: 'R1' });
-
-      await redis.stop();
-      await until('/health answers 503', async () => (await health()).status === 503, 5000);
-      const down = await health();
-      expect(down.body.error.queue).toMatchObject({
-        status: 'down',
-        mode: 'distributed',
-        instanceId: 'outage-a',
-        redis: 'unreachable',
-        message: expect.stringMatching(/^Redis is unreachable/),
-      });
-      expect(down.body.info.store).toMatchObject({ status: 'up' }); // PostgreSQL is fine
-
-      // REST, with and without wait: 503 with Retry-After, the reason in plain words, at once.
-      for (const wait of [true, false]) {
-        const { value: res, ms } = await timed(() => post({ sessionId: 's', content: 'x' }, wait));
-        expect(res.status).toBe(503);
-        expect(res.headers['retry-after']).toBe('5');
-        expect(res.body).toEqual({
-          statusCode: 503,
-          error: 'Service Unavailable',
-          message: 'Redis is unreachable: the input was not accepted',
+        expect(res.status).toBe(200);
+        expect(res.body.info.queue).toMatchObject({
+          status: 'up',
+          mode: 'distributed',
+          instanceId: 'outage-a',
+          redis: 'reachable',
+          worker: 'running',
+          connections: { commands: 'ready', 'mailbox reader': 'ready' },
         });
+      });
+
+      it('Redis stopped: /health 503, inputs and control calls fail at once with a clear error, nothing is left unsettled; back: all works again', async () => {
+        model.enqueue({ text: 'R1' }, { text: 'R2' });
+        expect((await post({ sessionId: 's', content: 'H1' })).body).toMatchObject({ reply: 'R1' });
+
+        await redis.stop();
+        await until('/health answers 503', async () => (await health()).status === 503, 5000);
+        const down = await health();
+        expect(down.body.error.queue).toMatchObject({
+          status: 'down',
+          mode: 'distributed',
+          instanceId: 'outage-a',
+          redis: 'unreachable',
+          message: expect.stringMatching(/^Redis is unreachable/),
+        });
+        expect(down.body.info.store).toMatchObject({ status: 'up' }); // PostgreSQL is fine
+
+        // REST, with and without wait: 503 with Retry-After, the reason in plain words, at once.
+        for (const wait of [true, false]) {
+          const { value: res, ms } = await timed(() =>
+            post({ sessionId: 's', content: 'x' }, wait),
+          );
+          expect(res.status).toBe(503);
+          expect(res.headers['retry-after']).toBe('5');
+          expect(res.body).toEqual({
+            statusCode: 503,
+            error: 'Service Unavailable',
+            message: 'Redis is unreachable: the input was not accepted',
+          });
+          expect(ms).toBeLessThan(3000);
+        }
+
+        // The socket `message` event: the same answer in its ack.
+        const socket = await a.connect();
+        const ack = await socket
+          .timeout(5000)
+          .emitWithAck('message', { sessionId: 's', content: 'y' });
+        expect(ack).toMatchObject({
+          statusCode: 503,
+          message: 'Redis is unreachable: the input was not accepted',
+          retryAfter: 5,
+        });
+
+        // The library call: recorded in the inbox first, then settled as dropped (never dangling).
+        const { value: settlement, ms } = await timed(() =>
+          agent().handleMessage({ id: 'lib-1', sessionId: 's', content: 'z' }),
+        );
+        expect(settlement).toEqual({ settled: 'dropped', reason: 'store-unavailable' });
         expect(ms).toBeLessThan(3000);
-      }
+        await until('the inbox records its settlement', async () => {
+          return (await inbox().get('lib-1'))?.settlement !== undefined;
+        });
+        expect((await inbox().get('lib-1'))?.settlement).toEqual(settlement);
 
-      // The socket `message` event: the same answer in its ack.
-      const socket = await a.connect();
-      const ack = await socket
-        .timeout(5000)
-        .emitWithAck('message', { sessionId: 's', content: 'y' });
-      expect(ack).toMatchObject({
-        statusCode: 503,
-        message: 'Redis is unreachable: the input was not accepted',
-        retryAfter: 5,
+        // Control calls: 503 at once, never a hang.
+        for (const call of [
+          () => a.http().post('/agent/sessions/s/abort').set(a.auth).send({}),
+          () =>
+            a
+              .http()
+              .post('/agent/sessions/clear')
+              .set(a.auth)
+              .send({ sessionIds: ['s'] }),
+          () => a.http().delete('/agent/sessions/s').set(a.auth),
+        ]) {
+          const { value: res, ms: took } = await timed(call);
+          expect(res.status).toBe(503);
+          expect(res.body.message).toMatch(/^Redis is unreachable: /);
+          expect(took).toBeLessThan(3000);
+        }
+        await until('every input is settled in the inbox', async () => {
+          return (await inbox().unsettled()).length === 0;
+        });
+
+        await redis.start();
+        await until('/health answers 200', async () => (await health()).status === 200);
+        const res = await post({ sessionId: 's', content: 'H2' });
+        expect(res.status).toBe(200);
+        expect(res.body).toMatchObject({ settled: 'turn', reply: 'R2' });
+        expect(textsOf(await history().history('s'))).toEqual([
+          'user:H1',
+          'assistant:R1',
+          'user:H2',
+          'assistant:R2',
+        ]);
       });
 
-      // The library call: recorded in the inbox first, then settled as dropped (never dangling).
-      const { value: settlement, ms } = await timed(() =>
-        agent().handleMessage({ id: 'lib-1', sessionId: 's', content: 'z' }),
-      );
-      expect(settlement).toEqual({ settled: 'dropped', reason: 'store-unavailable' });
-      expect(ms).toBeLessThan(3000);
-      await until('the inbox records its settlement', async () => {
-        return (await inbox().get('lib-1'))?.settlement !== undefined;
-      });
-      expect((await inbox().get('lib-1'))?.settlement).toEqual(settlement);
+      it('Redis restarted mid-run: the running turn and the waiting input settle once each, history is right, new inputs work', async () => {
+        model.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
+        const held = a.nextModelCall();
+        const firstDone = post({ sessionId: 's', content: 'H1' }).then((r) => r);
+        await held;
+        const secondDone = post({ sessionId: 's', content: 'H2' }).then((r) => r);
+        await until('H2 waits behind the running turn', async () => {
+          const res = await a.http().get('/agent/sessions/s/queue').set(a.auth);
+          return res.status === 200 && res.body.waiting?.length === 1;
+        });
 
-      // Control calls: 503 at once, never a hang.
-      for (const call of [
-        () => a.http().post('/agent/sessions/s/abort').set(a.auth).send({}),
-        () =>
-          a
-            .http()
-            .post('/agent/sessions/clear')
-            .set(a.auth)
-            .send({ sessionIds: ['s'] }),
-        () => a.http().delete('/agent/sessions/s').set(a.auth),
-      ]) {
-        const { value: res, ms: took } = await timed(call);
-        expect(res.status).toBe(503);
-        expect(res.body.message).toMatch(/^Redis is unreachable: /);
-        expect(took).toBeLessThan(3000);
-      }
-      await until('every input is settled in the inbox', async () => {
-        return (await inbox().unsettled()).length === 0;
-      });
+        await redis.stop();
+        await until('/health answers 503', async () => (await health()).status === 503, 5000);
+        model.release(); // the turn ends while Redis is away; H2 runs next, here
+        const [r1, r2] = await Promise.all([firstDone, secondDone]);
+        expect(r1.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
+        expect(r2.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
 
-      await redis.start();
-      await until('/health answers 200', async () => (await health()).status === 200);
-      const res = await post({ sessionId: 's', content: 'H2' });
-      expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ settled: 'turn', reply: 'R2' });
-      expect(textsOf(await history().history('s'))).toEqual([
-        'user:H1',
-        'assistant:R1',
-        'user:H2',
-        'assistant:R2',
-      ]);
+        await redis.start();
+        await until('/health answers 200', async () => (await health()).status === 200);
+        const r3 = await post({ sessionId: 's', content: 'H3' });
+        expect(r3.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R3' });
+
+        expect(textsOf(await history().history('s'))).toEqual([
+          'user:H1',
+          'assistant:R1',
+          'user:H2',
+          'assistant:R2',
+          'user:H3',
+          'assistant:R3',
+        ]);
+        await until('every input is settled in the inbox', async () => {
+          return (await inbox().unsettled()).length === 0;
+        });
+        expect(model.requests).toHaveLength(3); // no turn ran twice
+      });
     });
 
-    it('Redis restarted mid-run: the running turn and the waiting input settle once each, history is right, new inputs work', async () => {
-      model.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
-      const held = a.nextModelCall();
-      const firstDone = post({ sessionId: 's', content: 'H1' }).then((r) => r);
-      await held;
-      const secondDone = post({ sessionId: 's', content: 'H2' }).then((r) => r);
-      await until('H2 waits behind the running turn', async () => {
-        const res = await a.http().get('/agent/sessions/s/queue').set(a.auth);
-        return res.status === 200 && res.body.waiting?.length === 1;
+    describe('a Redis that comes back empty (no persistence)', () => {
+      // One session at a time: a second session's wake job waits behind the first.
+      beforeEach(() => setUp([], { AGENT_LEASE_MS: '2000', AGENT_CONCURRENCY: '1' }));
+
+      it('S1: inputs in the inbox that no pending list carries any more are woken when Redis is back, and settle', async () => {
+        model.enqueue({ text: 'RX', hold: true }, { text: 'RY' });
+        const held = a.nextModelCall();
+        const x = agent().handleMessage({ id: 'x-1', sessionId: 'x', content: 'HX' });
+        await held;
+        // Y is accepted and on its pending list; its wake job waits for the only worker slot.
+        const y = agent().handleMessage({ id: 'y-1', sessionId: 'y', content: 'HY' });
+        await until('HY is on its pending list', async () => {
+          return (await rawCommand(redis.port, ['LLEN', 'outage:pending:y'])) === ':1';
+        });
+
+        await redis.stop();
+        await redis.start(); // empty: the pending list, the wake job and the leases are gone
+        await until('/health answers 200', async () => (await health()).status === 200);
+        model.release(); // X's turn ends; the slot is free for the wake of Y
+
+        await expect(y).resolves.toMatchObject({
+          settled: 'turn',
+          outcome: 'replied',
+          reply: 'RY',
+        });
+        await expect(x).resolves.toMatchObject({
+          settled: 'turn',
+          outcome: 'replied',
+          reply: 'RX',
+        });
+        expect(textsOf(await history().history('y'))).toEqual(['user:HY', 'assistant:RY']);
+        await until('every input is settled in the inbox', async () => {
+          return (await inbox().unsettled()).length === 0;
+        });
+        expect(model.requests).toHaveLength(2);
       });
-
-      await redis.stop();
-      await until('/health answers 503', async () => (await health()).status === 503, 5000);
-      model.release(); // the turn ends while Redis is away; H2 runs next, here
-      const [r1, r2] = await Promise.all([firstDone, secondDone]);
-      expect(r1.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
-      expect(r2.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
-
-      await redis.start();
-      await until('/health answers 200', async () => (await health()).status === 200);
-      const r3 = await post({ sessionId: 's', content: 'H3' });
-      expect(r3.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R3' });
-
-      expect(textsOf(await history().history('s'))).toEqual([
-        'user:H1',
-        'assistant:R1',
-        'user:H2',
-        'assistant:R2',
-        'user:H3',
-        'assistant:R3',
-      ]);
-      await until('every input is settled in the inbox', async () => {
-        return (await inbox().unsettled()).length === 0;
-      });
-      expect(model.requests).toHaveLength(3); // no turn ran twice
     });
   });
 });

@@ -88,6 +88,11 @@ export class RedisHealth {
     this.commands.on('ready', () => (this.pingFailure = undefined));
   }
 
+  /** Calls `listener` each time the command connection is ready again after losing Redis. */
+  onReconnect(listener: () => void): void {
+    this.commands.on('ready', listener);
+  }
+
   /** Starts the periodic PING (unref'd; idempotent). */
   start(): void {
     this.timer ??= setInterval(() => void this.ping(), this.options.pingEveryMs ?? 1000);

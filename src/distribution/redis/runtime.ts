@@ -11,6 +11,7 @@ import { DistributedDispatcher } from './distributed.dispatcher';
 import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
 import { PendingInputs } from './pending-inputs';
+import { wakeOrphanedSessions, type UnsettledSource } from './orphan-wakes';
 import { outageWarning, RedisHealth } from './redis-health';
 import { checkRedisSettings } from './redis-settings';
 import { RemoteView } from './remote-view';
@@ -105,10 +106,8 @@ export async function createRuntime(
   const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection, prefix });
   queue.on('error', outageWarning('WakeQueue'));
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
-  const health = new RedisHealth([
-    { name: 'commands', client: redis },
-    { name: 'mailbox reader', client: () => mailbox.connection },
-  ]);
+  const wake = new WakeQueue(queue);
+  const health = healthOfConnections(redis, mailbox);
   const registry = new InstanceRegistry(redis, {
     prefix,
     instanceId,
@@ -121,7 +120,7 @@ export async function createRuntime(
     fencing: options.fencing,
     fences: options.stores.fences,
     pending: new PendingInputs(redis, prefix),
-    wake: new WakeQueue(queue),
+    wake,
     mailbox,
     registry,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -133,6 +132,8 @@ export async function createRuntime(
   owner.dispatcher = dispatcher;
   await dispatcher.start();
   health.start();
+  const orphans = { leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs };
+  health.onReconnect(() => void sweep(orphans));
   const runtime = runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
     health.stop();
     await queue.close();
@@ -189,6 +190,14 @@ function runtimeOf(
   };
 }
 
+/** What `/health` follows: the command connection (with its PING) and the mailbox reader. */
+function healthOfConnections(redis: Redis, mailbox: InstanceMailbox): RedisHealth {
+  return new RedisHealth([
+    { name: 'commands', client: redis },
+    { name: 'mailbox reader', client: () => mailbox.connection },
+  ]);
+}
+
 /** The runtime's health: Redis reachable (every connection ready, PING answered), worker running. */
 function healthOf(
   instanceId: string,
@@ -212,4 +221,27 @@ function healthOf(
       };
     },
   };
+}
+
+/**
+ * Redis is back: sessions with unsettled inputs that nobody holds are woken, a lease later
+ * (`wakeOrphanedSessions`); a Redis restarted empty lost their pending lists and wake jobs.
+ */
+function sweep(parts: {
+  leases: SessionLeases;
+  dispatcher: DistributedDispatcher;
+  wake: WakeQueue;
+  inbox: Partial<UnsettledSource>;
+  leaseMs: number;
+}): Promise<string[]> | undefined {
+  const { leases, dispatcher, wake, inbox, leaseMs } = parts;
+  if (!inbox.unsettled) return undefined;
+  const { view, instanceId } = dispatcher;
+  return wakeOrphanedSessions({
+    inbox: inbox as UnsettledSource,
+    holder: (sessionId) => leases.holder(sessionId),
+    busyHere: (id) => view.runningTurn(id) !== undefined || view.holder?.(id) === instanceId,
+    wake: (sessionId, delayMs) => wake.wake(sessionId, delayMs),
+    delayMs: leaseMs,
+  });
 }

@@ -37,8 +37,13 @@ export function wakeJobOptions(sessionId: string): JobsOptions {
 export class WakeQueue {
   constructor(private readonly queue: Queue<WakeJob>) {}
 
-  /** Adds the session's wake job (or joins the one already waiting). */
-  async wake(sessionId: string): Promise<void> {
-    await this.queue.add(WAKE_QUEUE, { sessionId }, wakeJobOptions(sessionId));
+  /** Adds the session's wake job (or joins the one already waiting), delayed by `delayMs`. */
+  async wake(sessionId: string, delayMs = 0): Promise<void> {
+    const options = wakeJobOptions(sessionId);
+    await this.queue.add(
+      WAKE_QUEUE,
+      { sessionId },
+      delayMs ? { ...options, delay: delayMs } : options,
+    );
   }
 }

@@ -54,6 +54,7 @@ describeOwnRedis('distributed mode: Redis outage', () => {
       model.release();
       // Closing needs Redis (the worker, the leases): bring it back if a test left it stopped.
       if (!redis.running) await redis.start();
+      redis.thaw();
       await a?.close();
       await model.close();
       await redis.remove();
@@ -179,6 +180,24 @@ describeOwnRedis('distributed mode: Redis outage', () => {
           'user:H2',
           'assistant:R2',
         ]);
+      });
+
+      it('Redis hung (SIGSTOP): /health 503 within a few seconds, new inputs fail fast; thawed, all works again', async () => {
+        redis.freeze(); // connections stay open, nothing answers: only the PING sees it
+        const frozenAt = Date.now();
+        await until('/health answers 503', async () => (await health()).status === 503, 6000);
+        expect(Date.now() - frozenAt).toBeLessThan(5000);
+        expect((await health()).body.error.queue.message).toMatch(/PING timed out after 1000 ms/);
+
+        const { value: res, ms } = await timed(() => post({ sessionId: 'h', content: 'x' }));
+        expect(res.status).toBe(503);
+        expect(res.body.message).toBe('Redis is unreachable: the input was not accepted');
+        expect(ms).toBeLessThan(3000);
+
+        redis.thaw();
+        await until('/health answers 200', async () => (await health()).status === 200);
+        model.enqueue({ text: 'R1' });
+        expect((await post({ sessionId: 'h', content: 'H1' })).body).toMatchObject({ reply: 'R1' });
       });
 
       it('Redis restarted mid-run: the running turn and the waiting input settle once each, history is right, new inputs work', async () => {

@@ -9,6 +9,7 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
+  distributionHealthOf,
   RedisUnavailableError,
   resolveDistribution,
   startDistribution,
@@ -98,7 +99,11 @@ export class AgentDistribution
    * answered within a second) and runs its wake worker, for `/health`. `undefined` in one process.
    */
   health(): Promise<DistributionHealth | undefined> {
-    return this.runtime ? this.runtime.health() : Promise.resolve(undefined);
+    const runtime = this.runtime;
+    if (!runtime) return Promise.resolve(undefined);
+    return runtime
+      .redisHealth()
+      .then((redis) => distributionHealthOf(runtime.instanceId, redis, runtime.workerState()));
   }
 
   /**

@@ -3,6 +3,7 @@ import { AgentError, type WorkDispatcher, type SessionLanesFactory } from '../co
 import type { FenceStore, SessionTakeover } from './redis/held-sessions';
 import type { SettlementSource } from './redis/settlement-waiters';
 import type { UnsettledSource } from './redis/orphan-wakes';
+import type { RedisReachability, WakeWorkerState } from './distribution-health';
 import { LeaseFencing } from './redis/lease-fencing';
 
 /** The SQL stores distributed mode writes through: PostgreSQL, created with a `LeaseFencing`. */
@@ -94,22 +95,6 @@ export interface SocketAdapter {
   close(): Promise<void>;
 }
 
-/**
- * Distributed mode's health (`/health`'s `queue` part): up while this instance reaches Redis
- * (every connection `ready`, a PING answered within a second) and its wake worker runs.
- */
-export interface DistributionHealth {
-  up: boolean;
-  instanceId: string;
-  redis: 'reachable' | 'unreachable';
-  /** ioredis `status` of each connection (`commands`, `mailbox reader`). */
-  connections: Record<string, string>;
-  /** The wake worker: `not started` before the application is up, `stopped` at shutdown. */
-  worker: 'not started' | 'running' | 'stopped';
-  /** Why it is down, in plain words. */
-  message?: string;
-}
-
 /** One instance's distribution, running: its dispatcher, and how to start and stop it. */
 export interface DistributionRuntime {
   readonly dispatcher: WorkDispatcher;
@@ -128,8 +113,10 @@ export interface DistributionRuntime {
   socketAdapter(): SocketAdapter;
   /** Whether Redis is reachable now, as last seen (no round trip). */
   reachable(): boolean;
-  /** Whether this instance reaches Redis and runs its wake worker (one bounded PING). */
-  health(): Promise<DistributionHealth>;
+  /** Whether this instance reaches Redis: its connections' states after one bounded PING. */
+  redisHealth(): Promise<RedisReachability>;
+  /** The wake worker's state (`/health` is down while it is `stopped`). */
+  workerState(): WakeWorkerState;
   /** A session's turn or waiting list changed here: the other instances' views are told. */
   viewChanged(sessionId: string): void;
   /** Stops the worker, the mailbox, the leases and the Redis connections. */

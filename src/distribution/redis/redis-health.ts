@@ -145,6 +145,12 @@ export class RedisHealth {
     }
   }
 
+  /** `report` after one bounded PING: a server that hangs is found within a second. */
+  async probe(): Promise<RedisHealthReport> {
+    await this.ping();
+    return this.report();
+  }
+
   /** One bounded PING (skipped while one is still out). */
   async ping(): Promise<void> {
     if (this.pinging || this.commands.status !== 'ready') return;

@@ -2,7 +2,6 @@ import { DelayedError, Queue, Worker, type ConnectionOptions } from 'bullmq';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
 import type {
-  DistributionHealth,
   DistributionRuntime,
   ResolvedDistributionOptions,
   SocketAdapter,
@@ -131,7 +130,6 @@ export async function createRuntime(
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
-  health.start();
   const orphans = { leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs };
   health.onReconnect(() => void sweep(orphans));
   const runtime = runtimeOf(dispatcher, { connection, prefix, concurrency, leaseMs }, async () => {
@@ -141,7 +139,8 @@ export async function createRuntime(
   });
   return {
     ...runtime,
-    ...healthOf(instanceId, health, runtime.worker),
+    reachable: () => health.reachable,
+    redisHealth: () => health.probe(),
     socketAdapter: () => socketAdapterOf(redis, version, prefix),
     viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
   };
@@ -152,16 +151,14 @@ function runtimeOf(
   dispatcher: DistributedDispatcher,
   worker: { connection: ConnectionOptions; prefix: string; concurrency: number; leaseMs: number },
   closeConnections: () => Promise<void>,
-): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged' | 'health' | 'reachable'> & {
-  worker(): DistributionHealth['worker'];
-} {
+): Omit<DistributionRuntime, 'socketAdapter' | 'viewChanged' | 'redisHealth' | 'reachable'> {
   const { connection, prefix, concurrency, leaseMs } = worker;
   let running: Worker<WakeJob> | undefined;
   return {
     dispatcher,
     instanceId: dispatcher.instanceId,
     setTakeover: (takeover) => dispatcher.setTakeover(takeover),
-    worker: () => (running ? (running.isRunning() ? 'running' : 'stopped') : 'not started'),
+    workerState: () => (running ? (running.isRunning() ? 'running' : 'stopped') : 'not started'),
     async startWorker() {
       // It reconnects by itself; unheard, BullMQ would print each connection error with a stack.
       running ??= new Worker<WakeJob>(
@@ -190,37 +187,17 @@ function runtimeOf(
   };
 }
 
-/** What `/health` follows: the command connection (with its PING) and the mailbox reader. */
+/**
+ * What `/health` follows, PINGing from now on: the command connection and the mailbox reader
+ * (`none` until the mailbox starts).
+ */
 function healthOfConnections(redis: Redis, mailbox: InstanceMailbox): RedisHealth {
-  return new RedisHealth([
+  const health = new RedisHealth([
     { name: 'commands', client: redis },
     { name: 'mailbox reader', client: () => mailbox.connection },
   ]);
-}
-
-/** The runtime's health: Redis reachable (every connection ready, PING answered), worker running. */
-function healthOf(
-  instanceId: string,
-  redis: RedisHealth,
-  worker: () => DistributionHealth['worker'],
-): Pick<DistributionRuntime, 'reachable' | 'health'> {
-  return {
-    reachable: () => redis.reachable,
-    async health() {
-      await redis.ping(); // bounded: a server that hangs is found within a second
-      const { reachable, connections, message } = redis.report();
-      const stopped = worker() === 'stopped' ? 'the wake worker is not running' : undefined;
-      const why = [message, stopped].filter((part) => part !== undefined);
-      return {
-        up: why.length === 0,
-        instanceId,
-        redis: reachable ? 'reachable' : 'unreachable',
-        connections,
-        worker: worker(),
-        ...(why.length ? { message: why.join('; ') } : {}),
-      };
-    },
-  };
+  health.start();
+  return health;
 }
 
 /**

@@ -238,6 +238,62 @@ describeOwnRedis('distributed mode: Redis outage', () => {
       });
     });
 
+    describe('two instances, a lease of 2 s', () => {
+      beforeEach(() => setUp(['--appendonly', 'yes'], { AGENT_LEASE_MS: '2000' }));
+
+      it('S1: an input whose caller waits on the other instance settles there although the settlement could not be sent during the outage', async () => {
+        const b = await ApiApp.start({
+          server: model,
+          env: {
+            REDIS_URL: redis.url,
+            AGENT_DB: db.url,
+            AGENT_INSTANCE_ID: 'outage-b',
+            AGENT_QUEUE_PREFIX: 'outage',
+            AGENT_LEASE_MS: '2000',
+          },
+        });
+        try {
+          model.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+          const held = a.nextModelCall();
+          const first = post({ sessionId: 's', content: 'H1' }).then((r) => r);
+          await held;
+          const view = await a.http().get('/agent/sessions/s').set(a.auth);
+          const [holder, other] = view.body.holder === 'outage-a' ? [a, b] : [b, a];
+          const second = other
+            .http()
+            .post('/agent/messages?wait=true')
+            .set(other.auth)
+            .send({ sessionId: 's', content: 'H2' })
+            .then((r) => r);
+          await until("H2 waits in the holder's lane", async () => {
+            const res = await holder.http().get('/agent/sessions/s/queue').set(holder.auth);
+            return res.body.waiting?.length === 1;
+          });
+
+          await redis.stop();
+          await until('/health answers 503', async () => (await health()).status === 503, 5000);
+          model.release(); // both turns run on the holder; H2's settlement cannot be sent to other
+          await until('H2 is settled in the inbox', async () => {
+            const entries = await inbox().unsettled('s');
+            return entries.length === 0;
+          });
+          await redis.start();
+
+          const [r1, r2] = await Promise.all([first, second]);
+          expect(r1.body).toMatchObject({ settled: 'turn', reply: 'R1' });
+          expect(r2.body).toMatchObject({ settled: 'turn', reply: 'R2' });
+          expect(textsOf(await history().history('s'))).toEqual([
+            'user:H1',
+            'assistant:R1',
+            'user:H2',
+            'assistant:R2',
+          ]);
+        } finally {
+          await b.close();
+        }
+      });
+    });
+
     describe('a Redis that comes back empty (no persistence)', () => {
       // One session at a time: a second session's wake job waits behind the first.
       beforeEach(() => setUp([], { AGENT_LEASE_MS: '2000', AGENT_CONCURRENCY: '1' }));

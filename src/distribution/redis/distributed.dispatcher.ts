@@ -251,13 +251,14 @@ export class DistributedDispatcher implements WorkDispatcher {
     return Promise.resolve(this.view.activeSessions());
   }
 
-  /** Sends a settlement to the instance where the input's caller waits. */
+  /** Sends a settlement where its caller waits (Redis away: the caller finds it in the inbox). */
   private route(input: PendingInput, settlement: Settlement): void {
     if (input.origin === this.instanceId || input.origin === UNKNOWN_ORIGIN) {
       this.waiters.settle(input.message.id, settlement);
       return;
     }
-    void this.parts.mailbox.send(input.origin, SETTLED, { id: input.message.id, settlement });
+    const body = { id: input.message.id, settlement };
+    this.parts.mailbox.send(input.origin, SETTLED, body).catch(() => undefined);
   }
 
   /** A control request to the session's holder; `undefined` when nobody holds it. */

@@ -292,6 +292,52 @@ describeOwnRedis('distributed mode: Redis outage', () => {
           await b.close();
         }
       });
+
+      it('S1: an outage longer than a lease: the lease counts as lost, yet the running turn and the waiting input settle once each and the session runs again', async () => {
+        model.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
+        const held = a.nextModelCall();
+        const first = post({ sessionId: 's', content: 'H1' }).then((r) => r);
+        await held;
+        const second = post({ sessionId: 's', content: 'H2' }).then((r) => r);
+        await until('H2 waits behind the running turn', async () => {
+          const res = await a.http().get('/agent/sessions/s/queue').set(a.auth);
+          return res.body.waiting?.length === 1;
+        });
+        const view = await a.http().get('/agent/sessions/s').set(a.auth);
+        expect(view.body.holder).toBe('outage-a');
+
+        await redis.stop();
+        // Not renewed for a whole lease: this instance counts it lost and lets the session go.
+        await until('the lease is lost', async () => {
+          const res = await a.http().get('/agent/sessions/s').set(a.auth);
+          return res.status === 200 && res.body.holder === undefined;
+        });
+        model.release(); // both turns run, still here; their settlements wait for Redis (below)
+        await until('H1 and H2 are settled in the inbox', async () => {
+          return (await inbox().unsettled('s')).length === 0;
+        });
+        await redis.start();
+        // The lease was lost: the settlements are not routed, the callers find them in the inbox.
+        const [r1, r2] = await Promise.all([first, second]);
+        expect(r1.body).toMatchObject({ settled: 'turn', reply: 'R1' });
+        expect(r2.body).toMatchObject({ settled: 'turn', reply: 'R2' });
+
+        await until('/health answers 200', async () => (await health()).status === 200);
+        const r3 = await post({ sessionId: 's', content: 'H3' });
+        expect(r3.body).toMatchObject({ settled: 'turn', reply: 'R3' });
+        expect(textsOf(await history().history('s'))).toEqual([
+          'user:H1',
+          'assistant:R1',
+          'user:H2',
+          'assistant:R2',
+          'user:H3',
+          'assistant:R3',
+        ]);
+        await until('every input is settled in the inbox', async () => {
+          return (await inbox().unsettled()).length === 0;
+        });
+        expect(model.requests).toHaveLength(3);
+      });
     });
 
     describe('a Redis that comes back empty (no persistence)', () => {

@@ -9,8 +9,12 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import {
+  distributionHealthOf,
+  RedisUnavailableError,
   startDistribution,
   WAKE_WORKER,
+  type DistributionHealth,
+  type WakeWorkerState,
   type DistributionRuntime,
   type DistributionSetup,
   type SocketAdapter,
@@ -40,7 +44,7 @@ export function distributionRuntime(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
     logger.warn(
-      'Distributed mode is not complete in this version: a Redis outage is not handled yet, and agent:* events are emitted on the holder only (README, "Distributed mode")',
+      'Distributed mode is not complete in this version: agent:* events are emitted on the holder only (README, "Distributed mode")',
     );
     return runtime;
   });
@@ -58,6 +62,7 @@ export class AgentDistribution
   implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   private readonly unsubscribe: Array<() => void> = [];
+  private workerStarted = false;
 
   constructor(
     @Optional() @Inject(DISTRIBUTION_RUNTIME) private readonly runtime: DistributionRuntime | null,
@@ -82,10 +87,17 @@ export class AgentDistribution
 
   async onApplicationBootstrap(): Promise<void> {
     await this.worker?.start();
+    this.workerStarted = true;
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     await this.worker?.stop();
+  }
+
+  /** The wake worker: not started before the application is up, then running or stopped. */
+  private workerState(): WakeWorkerState {
+    if (!this.workerStarted) return 'not started';
+    return this.worker?.isRunning() ? 'running' : 'stopped';
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -96,6 +108,29 @@ export class AgentDistribution
   /** This instance's id in distributed mode; `undefined` in one process. */
   get instanceId(): string | undefined {
     return this.runtime?.instanceId;
+  }
+
+  /**
+   * Distributed mode: whether this instance reaches Redis (every connection ready, a PING
+   * answered within a second) and runs its wake worker, for `/health`. `undefined` in one process.
+   */
+  health(): Promise<DistributionHealth | undefined> {
+    const runtime = this.runtime;
+    if (!runtime) return Promise.resolve(undefined);
+    return runtime
+      .redisHealth()
+      .then((redis) => distributionHealthOf(runtime.instanceId, redis, this.workerState()));
+  }
+
+  /**
+   * Distributed mode with Redis unreachable: throws `RedisUnavailableError` ("Redis is
+   * unreachable: the input was not accepted"), so that a caller refuses an input before it is
+   * recorded (the API answers `503` with `Retry-After`). Does nothing in one process.
+   */
+  assertAccepting(): void {
+    if (this.runtime && !this.runtime.reachable()) {
+      throw new RedisUnavailableError('the input was not accepted');
+    }
   }
 
   /**

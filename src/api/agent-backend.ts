@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { AgentInstrumentation, AgentService } from '../agent';
+import { AgentDistribution, AgentInstrumentation, AgentService } from '../agent';
 import { HistoryStore, type HistoryStore as HistoryStorePort } from '../contracts';
 import { ModelRegistry } from '../llm';
 
@@ -44,6 +44,18 @@ export class AgentBackend {
   /** The instrumentation seam. */
   get instrumentation(): AgentInstrumentation {
     return this.resolve<AgentInstrumentation>(AgentInstrumentation, 'AgentInstrumentation');
+  }
+
+  /**
+   * Distributed mode's side of the agent (its Redis health, whether it accepts inputs now);
+   * `undefined` for an agent module without it.
+   */
+  get distribution(): AgentDistribution | undefined {
+    try {
+      return this.resolve<AgentDistribution>(AgentDistribution, 'AgentDistribution');
+    } catch {
+      return undefined;
+    }
   }
 
   private resolve<T>(token: unknown, name: string): T {

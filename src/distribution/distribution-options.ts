@@ -4,14 +4,19 @@ import type Redis from 'ioredis';
 import type { FenceStore, RunOutcome, SessionTakeover } from './redis/held-sessions';
 import type { WakeQueue } from './redis/wake-queue';
 import type { SettlementSource } from './redis/settlement-waiters';
+import type { UnsettledSource } from './redis/orphan-wakes';
+import type { RedisReachability } from './distribution-health';
 import { LeaseFencing } from './redis/lease-fencing';
 
 /** The SQL stores distributed mode writes through: PostgreSQL, created with a `LeaseFencing`. */
 export interface DistributionStores {
   dialect: 'sqlite' | 'postgres';
   fences: FenceStore;
-  /** The inbox: where a settlement is found when its message did not come. */
-  inbox: SettlementSource;
+  /**
+   * The inbox: where a settlement is found when its message did not come, and, when Redis comes
+   * back, which sessions have unsettled inputs (`unsettled`; without it none are woken then).
+   */
+  inbox: SettlementSource & Partial<UnsettledSource>;
   /** The fencing the stores were created with (`createSqlStores(url, { fencing })`). */
   fencing?: unknown;
 }
@@ -120,6 +125,10 @@ export interface DistributionRuntime {
    * instance; with its own two connections, closed by `close`.
    */
   socketAdapter(): SocketAdapter;
+  /** Whether Redis is reachable now, as last seen (no round trip). */
+  reachable(): boolean;
+  /** Whether this instance reaches Redis: its connections' states after one bounded PING. */
+  redisHealth(): Promise<RedisReachability>;
   /** A session's turn or waiting list changed here: the other instances' views are told. */
   viewChanged(sessionId: string): void;
   /**

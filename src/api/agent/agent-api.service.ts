@@ -54,6 +54,8 @@ export class AgentApiService {
     message: IncomingMessage,
     wait: boolean,
   ): Promise<AcceptedResponse | SettledResponse> {
+    // Distributed mode without Redis: refused (503) before anything is recorded.
+    this.backend.distribution?.assertAccepting();
     // Without `wait` the answer comes before the settlement: a full waiting list is refused here
     // (429), as the agent would drop the input at once.
     if (!wait && this.agent.isQueueFull(message.sessionId)) {

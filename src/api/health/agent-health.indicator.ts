@@ -1,8 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import type { AgentDistribution } from '../../agent';
 import { AgentBackend } from '../agent-backend';
 import { AgentMetrics } from '../metrics/agent-metrics.service';
 import { CachedProbe, SingleFlight, withTimeout } from './probe';
+
+/** Distributed mode's health report (`AgentDistribution.health`). */
+type DistributionHealth = Awaited<ReturnType<AgentDistribution['health']>>;
 
 const messageOf = (error: unknown) => (error as Error)?.message ?? String(error);
 
@@ -21,6 +25,7 @@ const messageOf = (error: unknown) => (error as Error)?.message ?? String(error)
 @Injectable()
 export class AgentHealthIndicator {
   private readonly storeProbe = new SingleFlight<number>();
+  private readonly distributionProbe = new SingleFlight<DistributionHealth>();
   private readonly pings = new Map<string, CachedProbe>();
 
   constructor(
@@ -49,15 +54,25 @@ export class AgentHealthIndicator {
     }
   }
 
-  /** The in-process queue is up while the process runs; it reports what waits and runs. */
-  queue(key = 'queue'): Promise<HealthIndicatorResult> {
-    return Promise.resolve(
-      this.indicators.check(key).up({
-        mode: 'in-process',
-        waiting: this.activity.waiting,
-        running: this.activity.runningTurns,
-      }),
-    );
+  /**
+   * The queue, with what waits and runs here. In-process it is up while the process runs.
+   * Distributed, it names the instance and is down while Redis is unreachable (a connection not
+   * ready, or no PING answer within a second) or the wake worker does not run.
+   */
+  async queue(key = 'queue'): Promise<HealthIndicatorResult> {
+    const indicator = this.indicators.check(key);
+    const activity = { waiting: this.activity.waiting, running: this.activity.runningTurns };
+    const distribution = this.backend.distribution;
+    if (!distribution?.instanceId) return indicator.up({ mode: 'in-process', ...activity });
+    const instanceId = distribution.instanceId;
+    try {
+      const health = await withTimeout(this.distributionProbe.run(() => distribution.health()));
+      const { up, ...details } = health!;
+      const report = { mode: 'distributed', ...details, ...activity };
+      return up ? indicator.up(report) : indicator.down(report);
+    } catch (error) {
+      return indicator.down({ mode: 'distributed', instanceId, message: messageOf(error) });
+    }
   }
 
   /** Every model provider that can be pinged answers (a registry without providers is up). */

@@ -23,6 +23,7 @@ import type { InstanceMailbox } from './instance-mailbox';
 import type { InstanceRegistry } from './instance-registry';
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
+import type { RedisHealth } from './redis-health';
 import type { SessionLeases } from './session-leases';
 import type { RemoteView } from './remote-view';
 import { SettlementWaiters, type SettlementSource } from './settlement-waiters';
@@ -47,14 +48,12 @@ export interface DistributedDispatcherParts {
   inbox: SettlementSource;
   /** The other instances' sessions, for the synchronous view. */
   remote: RemoteView;
+  /** Whether Redis is reachable: inputs and control calls fail at once when it is not. */
+  health?: RedisHealth;
 }
 
 /** The mailbox's message types. */
-const POKE = 'poke';
-const SETTLED = 'settled';
-const ABORT = 'abort';
-const STOP = 'stop';
-const STATE = 'state';
+const [POKE, SETTLED, ABORT, STOP, STATE] = ['poke', 'settled', 'abort', 'stop', 'state'];
 
 /** A session's state as its holder answers it. */
 interface HolderState {
@@ -185,9 +184,11 @@ export class DistributedDispatcher implements WorkDispatcher {
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
     let holder: string | undefined;
     try {
-      ({ holder } = await this.parts.pending.push(input));
+      const push = () => this.parts.pending.push(input);
+      ({ holder } = await this.guard('the input was not accepted', push));
     } catch (error) {
-      // Not on its way: the caller hears of the failure, nothing waits for it here.
+      // Not on its way: the caller hears of the failure (Redis unreachable: a
+      // `RedisUnavailableError`, which the gate settles as `store-unavailable`).
       this.waiters.forget(id);
       throw error;
     }
@@ -211,7 +212,8 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   hold(sessionIds: readonly string[] | undefined, why?: string): Promise<HoldRelease> {
-    return this.crossHolds.hold(sessionIds, why);
+    const hold = () => this.crossHolds.hold(sessionIds, why);
+    return this.guard('the sessions could not be held', hold);
   }
 
   async abort(sessionId: string, options: AbortOptions): Promise<boolean> {
@@ -219,13 +221,15 @@ export class DistributedDispatcher implements WorkDispatcher {
     return (await this.ask<boolean>(sessionId, ABORT, { sessionId, options })) ?? false;
   }
 
-  async stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
+  stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
     // Here (held here, or taken for it), or where it is held; a holder gone meanwhile: again.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (await this.held.stop(sessionId, reason, why)) return;
-      const answered = await this.ask(sessionId, STOP, { sessionId, reason, why });
-      if (answered !== undefined) return;
-    }
+    return this.guard('the session was not stopped', async () => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        if (await this.held.stop(sessionId, reason, why)) return;
+        const answered = await this.ask(sessionId, STOP, { sessionId, reason, why });
+        if (answered !== undefined) return;
+      }
+    });
   }
 
   async drain(): Promise<void> {
@@ -247,29 +251,28 @@ export class DistributedDispatcher implements WorkDispatcher {
     return Promise.resolve(this.view.activeSessions());
   }
 
-  /** Sends a settlement to the instance where the input's caller waits. */
+  /** Sends a settlement where its caller waits (Redis away: the caller finds it in the inbox). */
   private route(input: PendingInput, settlement: Settlement): void {
     if (input.origin === this.instanceId || input.origin === UNKNOWN_ORIGIN) {
-      this.settle(input.message.id, settlement);
+      this.waiters.settle(input.message.id, settlement);
       return;
     }
-    void this.parts.mailbox.send(input.origin, SETTLED, { id: input.message.id, settlement });
-  }
-
-  private settle(id: string, settlement: Settlement): void {
-    this.waiters.settle(id, settlement);
+    const body = { id: input.message.id, settlement };
+    this.parts.mailbox.send(input.origin, SETTLED, body).catch(() => undefined);
   }
 
   /** A control request to the session's holder; `undefined` when nobody holds it. */
-  private async ask<R>(sessionId: string, type: string, body: unknown): Promise<R | undefined> {
-    const holder = await this.parts.leases.holder(sessionId);
-    if (!holder) return undefined;
-    return this.parts.mailbox.request<R>(
-      holder.instanceId,
-      type,
-      body,
-      this.parts.requestTimeoutMs,
-    );
+  private ask<R>(sessionId: string, type: string, body: unknown): Promise<R | undefined> {
+    const { leases, mailbox, requestTimeoutMs } = this.parts;
+    return this.guard(`the ${type} request did not reach the session's instance`, async () => {
+      const holder = await leases.holder(sessionId);
+      return holder && mailbox.request<R>(holder.instanceId, type, body, requestTimeoutMs);
+    });
+  }
+
+  /** Redis work through the health's guard (at once `RedisUnavailableError` when Redis is away). */
+  private guard<T>(consequence: string, operation: () => Promise<T>): Promise<T> {
+    return this.parts.health?.guard(consequence, operation) ?? operation();
   }
 
   private listen(): void {
@@ -277,7 +280,7 @@ export class DistributedDispatcher implements WorkDispatcher {
       this.parts.mailbox.on(type, (envelope) => handler(envelope.body as T, envelope.from));
     on<{ sessionId: string }>(POKE, ({ sessionId }) => this.held.poke(sessionId));
     on<{ id: string; settlement: Settlement }>(SETTLED, ({ id, settlement }) =>
-      this.settle(id, settlement),
+      this.waiters.settle(id, settlement),
     );
     on<{ sessionId: string; options: AbortOptions }>(ABORT, ({ sessionId, options }) =>
       this.held.holds(sessionId) ? this.lanes.abort(sessionId, options) : false,

@@ -247,7 +247,9 @@ export class HeldSessions {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
     await this.parts.leases.release(session.grant).catch(() => false);
-    this.parts.fencing.released(sessionId);
+    // A lost lease (a Redis outage, a pause) may leave its turn running in the lane: its writes
+    // keep the last fence, refused once another instance claims a newer one.
+    if (!session.lost) this.parts.fencing.released(sessionId);
     if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
   }
 }

@@ -46,13 +46,11 @@ const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 2000;
 
 /**
- * One mailbox per server instance, on a Redis stream: messages and requests to other
- * instances' mailboxes, and a read loop over this instance's own. The loop reads on a dedicated
- * connection (`redis.duplicate()`, named `<prefix>:mailbox-reader:<instanceId>`), calls each
- * entry's handler synchronously in arrival order without awaiting it (so a slow handler never
- * holds up answers to our own requests), and deletes what it dispatched (XDEL): delivery is at
- * most once. A read error (Redis restart, killed connection) is retried with a backoff of
- * 100 ms doubling to 2 s, from the last id seen.
+ * One mailbox per instance, on a Redis stream: messages and requests to other instances, and a
+ * read loop over its own on a dedicated connection (`<prefix>:mailbox-reader:<instanceId>`) that
+ * calls each entry's handler synchronously in arrival order without awaiting it (a slow handler
+ * never holds up answers to our requests) and deletes what it dispatched (XDEL): delivery is at
+ * most once. A read error (Redis restart) is retried from the last id seen, after 100 ms to 2 s.
  */
 export class InstanceMailbox {
   private readonly logger = new Logger('Mailbox');
@@ -85,6 +83,10 @@ export class InstanceMailbox {
     return `${this.options.prefix}:mailbox-reader:${this.options.instanceId}`;
   }
 
+  /** The reading connection, once started (`/health` reports its `status`). */
+  get connection(): Redis | undefined {
+    return this.reader;
+  }
   /**
    * Registers the handler of a message type (one per type; a second registration throws naming
    * the type). A request's answer is the handler's return value, or its error's message.
@@ -109,6 +111,7 @@ export class InstanceMailbox {
     const reader = this.redis.duplicate({
       connectionName: this.readerName,
       autoResendUnfulfilledCommands: true,
+      enableOfflineQueue: true, // unlike the command client's: a read waits for Redis
     });
     reader.on('error', (err: Error) => this.logger.warn(`Reader connection: ${err.message}`));
     this.reader = reader;

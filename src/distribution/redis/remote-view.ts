@@ -40,7 +40,8 @@ export class RemoteView {
 
   /** Subscribes, then reads what runs now. */
   async start(): Promise<void> {
-    const subscriber = this.redis.duplicate();
+    // A subscriber waits for Redis (the command client fails at once instead; see runtime).
+    const subscriber = this.redis.duplicate({ enableOfflineQueue: true });
     this.subscriber = subscriber;
     subscriber.on('message', (_channel: string, text: string) => this.apply(text));
     await subscriber.subscribe(this.channel);

@@ -10,6 +10,8 @@ import { DistributedDispatcher } from './distributed.dispatcher';
 import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
 import { PendingInputs } from './pending-inputs';
+import { wakeOrphanedSessions, type UnsettledSource } from './orphan-wakes';
+import { RedisHealth } from './redis-health';
 import { checkRedisSettings } from './redis-settings';
 import { RemoteView } from './remote-view';
 import { SessionLeases } from './session-leases';
@@ -31,6 +33,8 @@ export function connectionOf(url: string): ConnectionOptions {
     ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
     ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
     ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+    // BullMQ's own backoff grows to 20 s: after an outage the wake worker would idle that long.
+    retryStrategy: (times: number) => Math.min(500 * times, 2000),
   };
 }
 
@@ -39,7 +43,15 @@ export async function connectChecked(
   url: string,
   warn: (message: string) => void,
 ): Promise<{ redis: Redis; version: string }> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: true });
+  // No offline queue: while Redis is away a command fails at once (the callers retry or report
+  // `RedisUnavailableError`) instead of waiting for a reconnection. Reconnects every 2 s at most.
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    connectTimeout: 3000,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+  });
   try {
     await redis.connect();
     const report = await checkRedisSettings(redis);
@@ -56,8 +68,8 @@ function socketAdapterOf(redis: Redis, version: string, prefix: string): SocketA
   // Loaded only when a gateway asks for it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const io = require('@socket.io/redis-adapter') as typeof import('@socket.io/redis-adapter');
-  const pub = redis.duplicate();
-  const sub = redis.duplicate();
+  const pub = redis.duplicate({ enableOfflineQueue: true });
+  const sub = redis.duplicate({ enableOfflineQueue: true });
   const channel = `${prefix}:socket.io`;
   const adapter =
     Number(version.split('.')[0]) >= 7
@@ -94,6 +106,7 @@ export async function createRuntime(
   });
   options.fencing.bind(leases);
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
+  const health = healthOfConnections(redis, mailbox);
   const registry = new InstanceRegistry(redis, {
     prefix,
     instanceId,
@@ -113,20 +126,62 @@ export async function createRuntime(
     leaseMs,
     inbox: options.stores.inbox,
     remote: new RemoteView(redis, { prefix, instanceId }),
+    health,
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
+  const orphans = { leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs };
+  health.onReconnect(() => void sweep(orphans));
   return {
     dispatcher,
     instanceId,
     runWake: (sessionId) => dispatcher.runWake(sessionId),
     setTakeover: (takeover) => dispatcher.setTakeover(takeover),
+    reachable: () => health.reachable,
+    redisHealth: () => health.probe(),
     socketAdapter: () => socketAdapterOf(redis, version, prefix),
     viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
     // The wake worker stopped before (`WakeWorker.stop`); the queue closes after, with Nest.
     async close() {
+      health.stop();
       await dispatcher.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * What `/health` follows, PINGing from now on: the command connection and the mailbox reader
+ * (`none` until the mailbox starts).
+ */
+function healthOfConnections(redis: Redis, mailbox: InstanceMailbox): RedisHealth {
+  const health = new RedisHealth([
+    { name: 'commands', client: redis },
+    { name: 'mailbox reader', client: () => mailbox.connection },
+  ]);
+  health.start();
+  return health;
+}
+
+/**
+ * Redis is back: sessions with unsettled inputs that nobody holds are woken, a lease later
+ * (`wakeOrphanedSessions`); a Redis restarted empty lost their pending lists and wake jobs.
+ */
+function sweep(parts: {
+  leases: SessionLeases;
+  dispatcher: DistributedDispatcher;
+  wake: WakeQueue;
+  inbox: Partial<UnsettledSource>;
+  leaseMs: number;
+}): Promise<string[]> | undefined {
+  const { leases, dispatcher, wake, inbox, leaseMs } = parts;
+  if (!inbox.unsettled) return undefined;
+  const { view, instanceId } = dispatcher;
+  return wakeOrphanedSessions({
+    inbox: inbox as UnsettledSource,
+    holder: (sessionId) => leases.holder(sessionId),
+    busyHere: (id) => view.runningTurn(id) !== undefined || view.holder?.(id) === instanceId,
+    wake: (sessionId, delayMs) => wake.wake(sessionId, delayMs),
+    delayMs: leaseMs,
+  });
 }

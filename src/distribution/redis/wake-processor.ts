@@ -1,7 +1,8 @@
-import { Processor, WorkerHost } from '@nestjs/bullmq';
+import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { DelayedError, type Job } from 'bullmq';
 import type { DistributionRuntime, ResolvedDistributionOptions } from '../distribution-options';
 import type { WakeWorker } from '../wake-wiring';
+import { outageWarning } from './redis-health';
 import { AGENT_BULL_CONFIG, WAKE_QUEUE, type WakeJob } from './wake-queue';
 
 /**
@@ -14,6 +15,8 @@ import { AGENT_BULL_CONFIG, WAKE_QUEUE, type WakeJob } from './wake-queue';
  */
 @Processor({ name: WAKE_QUEUE, configKey: AGENT_BULL_CONFIG }, { autorun: false })
 export class WakeProcessor extends WorkerHost implements WakeWorker {
+  private readonly warn = outageWarning('WakeWorker');
+
   constructor(
     private readonly runtime: Pick<DistributionRuntime, 'runWake'>,
     private readonly leaseMs: number,
@@ -44,6 +47,15 @@ export class WakeProcessor extends WorkerHost implements WakeWorker {
    */
   async stop(): Promise<void> {
     await this.worker.close(true);
+  }
+
+  /**
+   * The worker's connection errors while Redis is away: it reconnects by itself, so one
+   * throttled warning line instead of BullMQ's report with a stack per attempt.
+   */
+  @OnWorkerEvent('error')
+  onError(error: Error): void {
+    this.warn(error);
   }
 
   /** Whether the worker takes jobs now. */

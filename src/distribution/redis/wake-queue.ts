@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectQueue } from '@nestjs/bullmq';
 import type { JobsOptions, Queue } from 'bullmq';
+import { outageWarning } from './redis-health';
 
 /** The BullMQ queue that wakes an idle session's work on some instance. */
 export const WAKE_QUEUE = 'wake';
@@ -45,10 +46,18 @@ export function wakeJobOptions(sessionId: string): JobsOptions {
  */
 @Injectable()
 export class WakeQueue {
-  constructor(@InjectQueue(WAKE_QUEUE) private readonly queue: Queue<WakeJob>) {}
+  constructor(@InjectQueue(WAKE_QUEUE) private readonly queue: Queue<WakeJob>) {
+    // It reconnects by itself: one throttled warning during an outage, not a stack per attempt.
+    queue.on('error', outageWarning('WakeQueue'));
+  }
 
-  /** Adds the session's wake job (or joins the one already waiting). */
-  async wake(sessionId: string): Promise<void> {
-    await this.queue.add(WAKE_QUEUE, { sessionId }, wakeJobOptions(sessionId));
+  /** Adds the session's wake job (or joins the one already waiting), delayed by `delayMs`. */
+  async wake(sessionId: string, delayMs = 0): Promise<void> {
+    const options = wakeJobOptions(sessionId);
+    await this.queue.add(
+      WAKE_QUEUE,
+      { sessionId },
+      delayMs ? { ...options, delay: delayMs } : options,
+    );
   }
 }

@@ -247,7 +247,10 @@ export class HeldSessions {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
     await this.parts.leases.release(session.grant).catch(() => false);
-    this.parts.fencing.released(sessionId);
+    // A lost lease is let go while the lane may still run the old turn (the process was paused):
+    // its writes must keep carrying the old fence, so that the store refuses them. The fence is
+    // replaced at this instance's next grant of the session.
+    if (!session.lost) this.parts.fencing.released(sessionId);
     if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
   }
 }

@@ -33,12 +33,15 @@ export class DistributedApps {
       dbUrl: string;
       prefix: string;
       leaseMs?: number;
+      /** Called with each instance's stores before its application starts (to wrap them). */
+      onStores?: (stores: SqlStores, id: string) => void;
     },
   ) {}
 
   /** Starts one more instance named `id`. */
   async start(id: string): Promise<DistributedApp> {
     const stores = await createSqlStores(this.setup.dbUrl, { fencing: new LeaseFencing() });
+    this.setup.onStores?.(stores, id);
     let harness: AgentHarness;
     try {
       harness = await AgentHarness.start({

@@ -116,8 +116,11 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
       // The paused holder's model reply comes, then it resumes: its old turn goes on writing.
       model.release();
       paused.signal('SIGCONT');
-      // Its old turn's reply is refused (FencedWriteError, logged with the turn's failure).
-      await paused.waitForOutput(/FencedWriteError: A write of session "s" carried fence \d+/);
+      // Its old turn ends there (the first turn it logs), its reply refused by the store.
+      await paused.waitForOutput(/turn \S+ session "s" ended/);
+      expect(paused.stdout + paused.stderr).toMatch(
+        /FencedWriteError: A write of session "s" carried fence \d+, but the store has seen fence \d+/,
+      );
       // It serves again: an input posted to it settles (run wherever the session is held).
       const r3 = await post(pausedUrl, 's', 'H3');
       expect(r3.status).toBe(200);

@@ -147,7 +147,7 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
       expect(r1.body?.reply).not.toBe('R1-late');
     });
 
-    it('S6 over REST: a model assigned through the server that does not run the session is the next turn’s; an unserved one is 422', async () => {
+    it('S6 over REST: a model assigned through the server that does not run the session (PUT .../model, PUT .../:id) is the next turn’s; an unserved one is 422', async () => {
       const [a, b] = [server('inst-a'), server('inst-b')];
       const [urlA, urlB] = await Promise.all([a.url(), b.url()]);
       model.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
@@ -174,6 +174,21 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
       expect((await first).body).toMatchObject({ reply: 'R1' });
       expect((await second).body).toMatchObject({ reply: 'R2' });
       expect(model.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
+
+      // The settings route (PUT /agent/sessions/:id) on the other server: the next turn's model.
+      model.enqueue({ text: 'R3' });
+      const updated = await auth(request(otherUrl).put('/agent/sessions/s')).send({
+        model: { model: 'third-model' },
+      });
+      expect(updated.status).toBe(200);
+      expect(updated.body.settings).toMatchObject({ model: { model: 'third-model' } });
+      const third = await post(holderId === 'inst-a' ? urlA : urlB, 's', 'H3');
+      expect(third.body).toMatchObject({ reply: 'R3' });
+      expect(model.requests.map((r) => r.model)).toEqual([
+        'test-model',
+        'other-model',
+        'third-model',
+      ]);
     });
   });
 });

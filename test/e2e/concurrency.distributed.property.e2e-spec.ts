@@ -419,7 +419,7 @@ describeRedis('concurrency property across two distributed instances', () => {
           if (!turn) r.violation(`${sessionId} history holds a message of unknown turn ${turnId}`);
           else if (turn.startAt < last) {
             r.violation(
-              `${sessionId} history holds "${message.content}" of turn ${turnId}, started before its last clear or deletion`,
+              `${sessionId} history holds ${message.role} "${message.content}" (${message.kind ?? 'conversation'}) of turn ${turnId}, started before its last clear or deletion (${turn.startAt}-${turn.endAt} ${turn.outcome}, clear at ${last}, written at ${r.appended.find((e) => e.message.id === message.id)?.at})`,
             );
           }
         }

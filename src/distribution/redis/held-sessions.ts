@@ -3,6 +3,7 @@ import type { DropReason, IncomingMessage, SessionLanes, Settlement } from '../.
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { LeaseGrant, SessionLeases } from './session-leases';
+import type { SettlementSource } from './settlement-waiters';
 import type { WakeQueue } from './wake-queue';
 
 /** The database side of a takeover: the session's newest fence, and claiming a newer one. */
@@ -39,6 +40,8 @@ export interface HeldSessionsParts {
   takeover(): SessionTakeover | undefined;
   /** The lease length (ms): inputs accepted longer ago than this are no longer on their way. */
   leaseMs: number;
+  /** The inbox: a settlement is recorded there before the session can be let go. */
+  inbox: SettlementSource;
 }
 
 /** A session this instance runs now, under its lease. */
@@ -230,14 +233,17 @@ export class HeldSessions {
     session.entered.set(id, tell);
     session.unsettled++;
     session.changed();
-    void this.parts.lanes.enter(input.message).then((settlement) => {
-      session.unsettled--;
+    void this.parts.lanes.enter(input.message).then(async (settlement) => {
       session.entered.delete(id);
       if (!session.lost) {
         for (const origin of tell) {
           this.parts.route({ ...input, origin }, settlement);
         }
+        // The engine records the settlement after resolving it: the session is let go only once
+        // the inbox has it, or the next holder's takeover would close the ended turn again.
+        await this.parts.inbox.settle([id], settlement).catch(() => undefined);
       }
+      session.unsettled--;
       session.changed();
     });
   }
@@ -247,8 +253,9 @@ export class HeldSessions {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
     await this.parts.leases.release(session.grant).catch(() => false);
-    // A lost lease (a Redis outage, a pause) may leave its turn running in the lane: its writes
-    // keep the last fence, refused once another instance claims a newer one.
+    // A lost lease is let go while the lane may still run the old turn (the process was paused):
+    // its writes must keep carrying the old fence, so that the store refuses them. The fence is
+    // replaced at this instance's next grant of the session.
     if (!session.lost) this.parts.fencing.released(sessionId);
     if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
   }

@@ -1,8 +1,13 @@
 import type { Settlement } from '../../contracts';
 
-/** Where a settlement can be looked up when its message did not come: the inbox. */
+/**
+ * The inbox as distribution uses it: where a settlement is looked up when its message did not
+ * come, and where the holder makes sure a settlement is recorded before it lets a session go.
+ */
 export interface SettlementSource {
   get(id: string): Promise<{ settlement?: Settlement } | undefined>;
+  /** Records the settlement of inputs not settled yet (the first settlement stays). */
+  settle(ids: readonly string[], settlement: Settlement): Promise<void>;
 }
 
 /**

@@ -47,6 +47,13 @@ export interface WorkDispatcher {
    * accepted in call order; the settlement resolves once the input settled (S1).
    */
   submit(message: IncomingMessage): Promise<Admission>;
+  /**
+   * A repeated delivery of an input that was accepted before and has not settled, and that this
+   * process does not carry (another instance does, or did): resolves with the first delivery's
+   * settlement without running the input again. Absent (one process, where the inbox recovery
+   * has taken up every unsettled input): the gate passes the input on again.
+   */
+  repeat?(message: IncomingMessage & { id: string }): Promise<Settlement>;
   /** Resolves once no hold covers the session, or when `signal` aborts. */
   whenFree(sessionId: string, signal?: AbortSignal): Promise<void>;
   /**

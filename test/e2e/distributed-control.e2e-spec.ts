@@ -186,6 +186,47 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
       expect(server.requests).toHaveLength(1);
     });
 
+    it('S1, S5: a repeat on the other instance follows the first delivery: no second preprocessing, no second run, even when the first settles first', async () => {
+      const a = await apps.start('inst-a');
+      const b = await apps.start('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R-extra' });
+      const preprocessedOnB: string[] = [];
+      b.harness.agent.registerPreprocessor('count', async (message, next) => {
+        preprocessedOnB.push(message.content);
+        await next();
+      });
+      const input = { id: 'dup-3', sessionId: 's', content: 'H1' };
+      const firstDelivery = a.harness.agent.handleMessage(input);
+      await apps.turnStart((e) => e.sessionId === 's');
+      await server.nextRequest();
+      const repeat = b.harness.agent.handleMessage({ ...input });
+      server.release();
+      const settled = await firstDelivery;
+      expect(settled).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
+      await expect(repeat).resolves.toEqual(settled);
+      await idle('s');
+      expect(preprocessedOnB).toEqual([]);
+      expect(server.requests).toHaveLength(1);
+      expect(await contents('s')).toEqual(['H1', 'R1']);
+    });
+
+    it('S1: a repeat of an input whose instance died before handing it over runs it once, a lease later', async () => {
+      const b = await apps.start('inst-b');
+      server.enqueue({ text: 'R1' }, { text: 'R-extra' });
+      const input = { id: 'dup-4', sessionId: 's', content: 'H1' };
+      // Accepted in the inbox by an instance that died before it pushed the input anywhere.
+      await b.stores.inbox.accept(input);
+      const repeat = b.harness.agent.handleMessage({ ...input });
+      await expect(repeat).resolves.toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+        reply: 'R1',
+      });
+      await idle('s');
+      expect(server.requests).toHaveLength(1);
+      expect(await contents('s')).toEqual(['H1', 'R1']);
+    });
+
     it('a wake job delivered twice for a session (and once more after it ran) runs its inputs once', async () => {
       const a = await apps.start('inst-a');
       const b = await apps.start('inst-b');

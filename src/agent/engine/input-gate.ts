@@ -115,8 +115,12 @@ export class InputGate {
     const { entry, duplicate } = await this.ports.inbox.accept(message, options);
     onAccepted?.();
     if (!duplicate) return this.pass(message, epoch);
-    // A repeated delivery of an input this process no longer carries: its first settlement.
-    return entry.settlement ?? this.pass(entry.message, epoch);
+    // A repeated delivery of an input this process does not carry: its first settlement; not
+    // settled yet, the dispatcher follows the first delivery where it runs (distributed mode),
+    // so the input passes `agent:input:before` and runs once (S5).
+    if (entry.settlement) return entry.settlement;
+    const repeated = { ...entry.message, id: message.id };
+    return this.dispatcher.repeat?.(repeated) ?? this.pass(entry.message, epoch);
   }
 
   private track(

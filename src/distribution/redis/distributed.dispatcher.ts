@@ -13,53 +13,27 @@ import type {
 import { HoldTable } from '../hold-table';
 import {
   HeldSessions,
-  type FenceStore,
   type RunOutcome,
   type SessionTakeover,
   UNKNOWN_ORIGIN,
 } from './held-sessions';
 import { CrossInstanceHolds } from './cross-instance-holds';
-import type { InstanceMailbox } from './instance-mailbox';
-import type { InstanceRegistry } from './instance-registry';
-import type { LeaseFencing } from './lease-fencing';
-import type { PendingInput, PendingInputs } from './pending-inputs';
-import type { RedisHealth } from './redis-health';
-import type { SessionLeases } from './session-leases';
-import type { RemoteView } from './remote-view';
-import { SettlementWaiters, type SettlementSource } from './settlement-waiters';
-import type { WakeQueue } from './wake-queue';
+import type { PendingInput } from './pending-inputs';
+import {
+  ABORT,
+  answerMailbox,
+  POKE,
+  SETTLED,
+  STATE,
+  STOP,
+  type HolderState,
+} from './holder-requests';
+import { RepeatedDeliveries } from './repeated-deliveries';
+import { SettlementWaiters } from './settlement-waiters';
+import type { DistributedDispatcherParts } from './dispatcher-parts';
 
-/** What a distributed dispatcher is made of (one set per instance). */
-export interface DistributedDispatcherParts {
-  instanceId: string;
-  leases: SessionLeases;
-  fencing: LeaseFencing;
-  fences: FenceStore;
-  pending: PendingInputs;
-  wake: WakeQueue;
-  mailbox: InstanceMailbox;
-  /** The live instances: whom holds are told to. */
-  registry: InstanceRegistry;
-  /** How long a control request to the holder of a session may take (ms). */
-  requestTimeoutMs: number;
-  /** The lease length (ms). */
-  leaseMs: number;
-  /** The inbox, where a settlement is found when its message did not come (a takeover). */
-  inbox: SettlementSource;
-  /** The other instances' sessions, for the synchronous view. */
-  remote: RemoteView;
-  /** Whether Redis is reachable: inputs and control calls fail at once when it is not. */
-  health?: RedisHealth;
-}
-
-/** The mailbox's message types. */
-const [POKE, SETTLED, ABORT, STOP, STATE] = ['poke', 'settled', 'abort', 'stop', 'state'];
-
-/** A session's state as its holder answers it. */
-interface HolderState {
-  runningTurn?: string;
-  waiting: IncomingMessage[];
-}
+/** How often a repeated delivery reads the inbox for its first delivery's settlement (ms). */
+const REPEAT_POLL_MS = 200;
 
 /**
  * The `WorkDispatcher` of distributed mode: a session's lane runs on the instance that holds its
@@ -80,6 +54,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   private readonly lanes: SessionLanes;
   private readonly held: HeldSessions;
   private readonly waiters = new SettlementWaiters();
+  private readonly repeats: RepeatedDeliveries;
   private readonly crossHolds: CrossInstanceHolds;
   private takeover?: SessionTakeover;
   private readonly viewDue = new Set<string>();
@@ -95,6 +70,12 @@ export class DistributedDispatcher implements WorkDispatcher {
       lanes,
       route: (input, s) => this.route(input, s),
       takeover: () => this.takeover,
+    });
+    this.repeats = new RepeatedDeliveries({
+      inbox: parts.inbox,
+      wake: (sessionId) => parts.wake.wake(sessionId),
+      pollMs: Math.min(REPEAT_POLL_MS, parts.leaseMs),
+      wakeAfterMs: parts.leaseMs,
     });
     this.crossHolds = new CrossInstanceHolds({
       ...parts,
@@ -155,6 +136,7 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */
   async close(): Promise<void> {
+    this.repeats.close();
     this.parts.leases.stop();
     await this.parts.registry.stop();
     await this.parts.remote.close();
@@ -232,7 +214,13 @@ export class DistributedDispatcher implements WorkDispatcher {
     });
   }
 
+  /** See `WorkDispatcher.repeat`: follows the first delivery's settlement in the inbox. */
+  repeat(message: IncomingMessage & { id: string }): Promise<Settlement> {
+    return this.repeats.follow(message);
+  }
+
   async drain(): Promise<void> {
+    this.repeats.close();
     const sessions = this.held.sessions();
     await Promise.all(sessions.map((id) => this.lanes.stop(id, 'shutdown', 'shutdown')));
   }
@@ -276,24 +264,12 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   private listen(): void {
-    const on = <T>(type: string, handler: (body: T, from: string) => unknown) =>
-      this.parts.mailbox.on(type, (envelope) => handler(envelope.body as T, envelope.from));
-    on<{ sessionId: string }>(POKE, ({ sessionId }) => this.held.poke(sessionId));
-    on<{ id: string; settlement: Settlement }>(SETTLED, ({ id, settlement }) =>
-      this.waiters.settle(id, settlement),
-    );
-    on<{ sessionId: string; options: AbortOptions }>(ABORT, ({ sessionId, options }) =>
-      this.held.holds(sessionId) ? this.lanes.abort(sessionId, options) : false,
-    );
-    on<{ sessionId: string; reason: DropReason; why?: string }>(STOP, async (body) => {
-      await this.held.stop(body.sessionId, body.reason, body.why);
-      return null;
-    });
-    on<{ sessionId: string }>(STATE, ({ sessionId }) => {
-      const running = this.lanes.runningTurn(sessionId);
-      const state: HolderState = { waiting: this.lanes.waiting(sessionId) };
-      if (running !== undefined) state.runningTurn = running;
-      return state;
+    answerMailbox(this.parts.mailbox, this.lanes, {
+      poke: (sessionId) => this.held.poke(sessionId),
+      settled: (id, settlement) => this.waiters.settle(id, settlement),
+      abort: (sessionId, options) =>
+        this.held.holds(sessionId) && this.lanes.abort(sessionId, options),
+      stop: (sessionId, reason, why) => this.held.stop(sessionId, reason, why),
     });
   }
 }

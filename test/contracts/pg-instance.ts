@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describeNeeding } from '../support/describe-needing';
+import { freePort } from '../support/free-port';
 
 /**
  * A PostgreSQL server of the test's own, in a temp directory on a port of its own, so a test can
@@ -48,15 +48,6 @@ export function ownPgUnavailable(): string | undefined {
  */
 export function describeOwnPg(title: string, suite: () => void): void {
   describeNeeding(title, ownPgUnavailable(), 'an own PostgreSQL server can be started', suite);
-}
-
-/** A free TCP port on 127.0.0.1 (the kernel's pick). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 /** An own PostgreSQL server: its URL, and how to stop, freeze, thaw, restart and remove it. */

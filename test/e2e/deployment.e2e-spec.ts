@@ -3,9 +3,9 @@ import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 import { nextSocketEvent, TEST_TOKEN, type AgentClient } from '../support/api-app';
-import { ServerProcess } from '../support/api-process';
+import { distributedServerEnv, ServerProcess } from '../support/api-process';
 import { describeNginx, NginxBalancer } from '../support/nginx';
-import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
 
 jest.setTimeout(90_000);
 
@@ -28,16 +28,9 @@ describeRedis('deployment: two instances behind deploy/nginx.conf', () => {
       async function deploy(): Promise<string> {
         for (const id of ['agent-1', 'agent-2']) {
           procs.push(
-            ServerProcess.start({
-              AGENT_ADMIN_TOKEN: TEST_TOKEN,
-              LLM_BASE_URL: model.url,
-              LLM_MODEL: 'test-model',
-              AGENT_DB: db.url,
-              REDIS_URL,
-              AGENT_QUEUE_PREFIX: prefix,
-              AGENT_INSTANCE_ID: id,
-              AGENT_LEASE_MS: '2000',
-            }),
+            ServerProcess.start(
+              distributedServerEnv({ modelUrl: model.url, dbUrl: db.url, prefix, instanceId: id }),
+            ),
           );
         }
         const urls = await Promise.all(procs.map((proc) => proc.url()));

@@ -2,9 +2,9 @@ import { io } from 'socket.io-client';
 import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { ServerProcess } from '../support/api-process';
+import { distributedServerEnv, ServerProcess } from '../support/api-process';
 import { nextSocketEvent, TEST_TOKEN, type AgentClient } from '../support/api-app';
-import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
 
 jest.setTimeout(90_000);
 
@@ -22,16 +22,14 @@ describeRedis('distributed mode: two server processes', () => {
     const clients: AgentClient[] = [];
 
     function server(instanceId: string): ServerProcess {
-      const proc = ServerProcess.start({
-        AGENT_ADMIN_TOKEN: TEST_TOKEN,
-        LLM_BASE_URL: model.url,
-        LLM_MODEL: 'test-model',
-        AGENT_DB: db.url,
-        REDIS_URL,
-        AGENT_QUEUE_PREFIX: prefix,
-        AGENT_INSTANCE_ID: instanceId,
-        AGENT_LEASE_MS: '2000',
-      });
+      const proc = ServerProcess.start(
+        distributedServerEnv({
+          modelUrl: model.url,
+          dbUrl: db.url,
+          prefix,
+          instanceId: instanceId,
+        }),
+      );
       procs.push(proc);
       return proc;
     }

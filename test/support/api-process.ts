@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { TEST_TOKEN } from './api-app';
+import { REDIS_URL } from './redis-test';
 
 const ROOT = resolve(__dirname, '..', '..');
 /** Colour codes (ESC [ ... m), in case the logger colours despite NO_COLOR. */
@@ -108,4 +110,27 @@ export class ServerProcess {
       waiter.resolve(match);
     }
   }
+}
+
+/**
+ * The environment of a server process in distributed mode on the test's services: the admin
+ * token of the API tests, the model server, one PostgreSQL database, the Redis test server with
+ * the test's key prefix, the instance's own id and a short lease (2 s).
+ */
+export function distributedServerEnv(setup: {
+  modelUrl: string;
+  dbUrl: string;
+  prefix: string;
+  instanceId: string;
+}): Record<string, string> {
+  return {
+    AGENT_ADMIN_TOKEN: TEST_TOKEN,
+    LLM_BASE_URL: setup.modelUrl,
+    LLM_MODEL: 'test-model',
+    AGENT_DB: setup.dbUrl,
+    REDIS_URL,
+    AGENT_QUEUE_PREFIX: setup.prefix,
+    AGENT_INSTANCE_ID: setup.instanceId,
+    AGENT_LEASE_MS: '2000',
+  };
 }

@@ -1,9 +1,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describeNeeding } from './describe-needing';
+import { freePort } from './free-port';
 
 /** The repository's load balancer configuration (`deploy/nginx.conf`). */
 const DEPLOY_CONF = resolve(__dirname, '..', '..', 'deploy', 'nginx.conf');
@@ -17,15 +18,6 @@ function nginxMissing(): string | undefined {
 /** `describe` for suites that run nginx: skipped with the reason outside CI, failing in CI. */
 export function describeNginx(title: string, suite: () => void): void {
   describeNeeding(title, nginxMissing(), 'nginx can be run', suite);
-}
-
-/** A free TCP port on 127.0.0.1. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 /** Whether something accepts connections on the port. */

@@ -1,9 +1,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { describeNeeding } from './describe-needing';
+import { freePort } from './free-port';
 
 /**
  * A Redis server of the test's own, in a temp directory on a port of its own, so a test can
@@ -45,15 +46,6 @@ export function ownRedisUnavailable(): string | undefined {
  */
 export function describeOwnRedis(title: string, suite: () => void): void {
   describeNeeding(title, ownRedisUnavailable(), 'an own Redis server can be started', suite);
-}
-
-/** A free TCP port on 127.0.0.1 (the kernel's pick). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 /**

@@ -139,19 +139,29 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   /**
    * A session's turn started or ended, or its waiting list changed (the engine's events): once
-   * the current callbacks ran, its state goes to the other instances' views.
+   * the current callbacks ran, its state goes to the other instances' views. The states of every
+   * session that changed meanwhile go together, in one round trip: under load a turn's start,
+   * end and queue changes of many sessions fall in the same turn of the event loop.
    */
   viewChanged(sessionId: string): void {
     if (this.viewDue.has(sessionId)) return;
     this.viewDue.add(sessionId);
-    setImmediate(() => {
-      this.viewDue.delete(sessionId);
+    if (this.viewDue.size === 1) setImmediate(() => this.publishViews());
+  }
+
+  /** Publishes the state of every session whose view is due. */
+  private publishViews(): void {
+    const changes = [...this.viewDue].map((sessionId) => {
       const runningTurn = this.lanes.runningTurn(sessionId);
       const waiting = this.lanes.waiting(sessionId);
       const idle = runningTurn === undefined && waiting.length === 0;
-      const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
-      this.parts.remote.publish(sessionId, state).catch(() => undefined);
+      return {
+        sessionId,
+        state: idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting },
+      };
     });
+    this.viewDue.clear();
+    this.parts.remote.publish(changes).catch(() => undefined);
   }
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */

@@ -151,17 +151,9 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   /** Publishes the state of every session whose view is due. */
   private publishViews(): void {
-    const changes = [...this.viewDue].map((sessionId) => {
-      const runningTurn = this.lanes.runningTurn(sessionId);
-      const waiting = this.lanes.waiting(sessionId);
-      const idle = runningTurn === undefined && waiting.length === 0;
-      return {
-        sessionId,
-        state: idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting },
-      };
-    });
+    const due = [...this.viewDue];
     this.viewDue.clear();
-    this.parts.remote.publish(changes).catch(() => undefined);
+    this.parts.remote.publishFrom(due, this.lanes).catch(() => undefined);
   }
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */

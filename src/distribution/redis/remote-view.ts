@@ -10,6 +10,12 @@ export interface RemoteSessionState {
   waiting: IncomingMessage[];
 }
 
+/** What the holder's lanes say of a session: its running turn and waiting inputs. */
+export interface LaneStates {
+  runningTurn(sessionId: string): string | undefined;
+  waiting(sessionId: string): IncomingMessage[];
+}
+
 /** One change as it travels: the session's state, or `null` once it is idle. */
 interface ViewChange {
   from: string;
@@ -51,6 +57,19 @@ export class RemoteView {
         this.states.set(sessionId, state);
       }
     }
+  }
+
+  /** Publishes the states of `sessionIds` as `lanes` have them now (idle: `null`), together. */
+  publishFrom(sessionIds: readonly string[], lanes: LaneStates): Promise<void> {
+    return this.publish(
+      sessionIds.map((sessionId) => {
+        const runningTurn = lanes.runningTurn(sessionId);
+        const waiting = lanes.waiting(sessionId);
+        const idle = runningTurn === undefined && waiting.length === 0;
+        const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
+        return { sessionId, state };
+      }),
+    );
   }
 
   /**
@@ -102,7 +121,7 @@ export class RemoteView {
   /** Applies one message: the changes of one holder, in order. */
   private apply(text: string): void {
     for (const change of JSON.parse(text) as ViewChange[]) {
-      if (change.from === this.options.instanceId) return;
+      if (change.from === this.options.instanceId) continue;
       if (change.state) this.states.set(change.sessionId, change.state);
       else if (this.states.get(change.sessionId)?.holder === change.from) {
         this.states.delete(change.sessionId);

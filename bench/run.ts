@@ -3,6 +3,7 @@
  * Figures are ratios against a baseline measured in the same run, with medians.
  */
 import { cpus } from 'node:os';
+import { benchDistributed } from './distributed.bench';
 import { benchMemory } from './memory.bench';
 import { benchPeers } from './peers.section';
 import { benchQueueBurst } from './queue-burst.bench';
@@ -24,6 +25,7 @@ async function main(): Promise<void> {
     await benchTurnCost(),
     await benchScale(),
     await benchPeers(),
+    await benchDistributed(),
   ];
   process.stdout.write(
     `# Benchmarks\n\nProduced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} ` +

@@ -43,8 +43,8 @@ export function distributionRuntime(
     logger.log(
       `Distributed mode: instance ${resolved.instanceId}, lease ${resolved.leaseMs} ms, ${resolved.concurrency} sessions at once, prefix ${resolved.prefix}`,
     );
-    logger.warn(
-      'Distributed mode is not complete in this version: agent:* events are emitted on the holder only (README, "Distributed mode")',
+    logger.log(
+      'agent:* events (EventEmitter) are emitted by the instance that runs a session; Socket.IO clients get them on every instance (README, "Distributed mode")',
     );
     return runtime;
   });

@@ -210,9 +210,12 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
       expect(await contents('s')).toEqual(['H1', 'R1']);
     });
 
-    it('S1: a repeat of an input whose instance died before handing it over runs it once, a lease later', async () => {
+    it('S1: a repeat of an input whose instance died before handing it over runs it once, a lease later, even after a clean release', async () => {
       const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1' }, { text: 'R-extra' });
+      server.enqueue({ text: 'R0' }, { text: 'R1' }, { text: 'R-extra' });
+      // A turn before: the session was let go cleanly (its next grant would skip the takeover).
+      await b.harness.agent.handleMessage({ sessionId: 's', content: 'H0' });
+      await idle('s');
       const input = { id: 'dup-4', sessionId: 's', content: 'H1' };
       // Accepted in the inbox by an instance that died before it pushed the input anywhere.
       await b.stores.inbox.accept(input);
@@ -223,8 +226,8 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         reply: 'R1',
       });
       await idle('s');
-      expect(server.requests).toHaveLength(1);
-      expect(await contents('s')).toEqual(['H1', 'R1']);
+      expect(server.requests).toHaveLength(2);
+      expect(await contents('s')).toEqual(['H0', 'R0', 'H1', 'R1']);
     });
 
     it('a wake job delivered twice for a session (and once more after it ran) runs its inputs once', async () => {

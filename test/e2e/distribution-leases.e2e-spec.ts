@@ -89,6 +89,43 @@ describeRedis('SessionLeases on Redis', () => {
     expect(await redis.get(keys.lease('s1'))).toBe('a|42');
   });
 
+  it('a grant follows a clean release only when the grant just before it was let go cleanly', async () => {
+    const { leases: a, redis } = instance('a');
+    const b = instance('b').leases;
+    // Never let go before: a takeover check is due.
+    const first = await a.acquire('s1');
+    expect(a.afterCleanRelease('s1')).toBe(false);
+    await a.release(first!, true);
+    // The next grant, on another instance, follows the clean release.
+    const second = await b.acquire('s1');
+    expect(b.afterCleanRelease('s1')).toBe(true);
+    // Re-entrant: says nothing of how the run before ended.
+    await b.acquire('s1');
+    expect(b.afterCleanRelease('s1')).toBe(false);
+    await b.release(second!); // not clean
+    await a.acquire('s1');
+    expect(a.afterCleanRelease('s1')).toBe(false);
+    // A lease that ran out (its holder died) was never released: no clean mark for it.
+    await a.release(a.grantOf('s1')!, true);
+    await b.acquire('s1');
+    await redis.del(keys.lease('s1')); // expired
+    await a.acquire('s1');
+    expect(a.afterCleanRelease('s1')).toBe(false);
+    // A stale grant's clean release records nothing: the mark stays fence 3's.
+    expect(await redis.get(keys.released('s1'))).toBe('3');
+    expect(await a.release({ sessionId: 's1', fence: 1 }, true)).toBe(false);
+    expect(await redis.get(keys.released('s1'))).toBe('3');
+  });
+
+  it('after Redis lost its data the floor lifts the fence and no clean release is assumed', async () => {
+    const { leases: a, redis } = instance('a');
+    await a.release((await a.acquire('s1'))!, true);
+    await redis.del(keys.fence('s1')); // the counter lost, the mark kept
+    await a.acquire('s1', 5);
+    expect(a.grantOf('s1')?.fence).toBe(6);
+    expect(a.afterCleanRelease('s1')).toBe(false);
+  });
+
   it('a floor below the fence counter does not lower the fence', async () => {
     const { leases: a, redis } = instance('a');
     await redis.set(keys.fence('s1'), '50');

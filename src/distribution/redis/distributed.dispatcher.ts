@@ -73,7 +73,8 @@ export class DistributedDispatcher implements WorkDispatcher {
     });
     this.repeats = new RepeatedDeliveries({
       inbox: parts.inbox,
-      wake: (sessionId) => parts.wake.wake(sessionId),
+      wake: (sessionId) =>
+        parts.leases.forgetCleanRelease(sessionId).then(() => parts.wake.wake(sessionId)),
       pollMs: Math.min(REPEAT_POLL_MS, parts.leaseMs),
       wakeAfterMs: parts.leaseMs,
     });
@@ -119,19 +120,21 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   /**
    * A session's turn started or ended, or its waiting list changed (the engine's events): once
-   * the current callbacks ran, its state goes to the other instances' views.
+   * the current callbacks ran, its state goes to the other instances' views. The states of every
+   * session that changed meanwhile go together, in one round trip: under load a turn's start,
+   * end and queue changes of many sessions fall in the same turn of the event loop.
    */
   viewChanged(sessionId: string): void {
     if (this.viewDue.has(sessionId)) return;
     this.viewDue.add(sessionId);
-    setImmediate(() => {
-      this.viewDue.delete(sessionId);
-      const runningTurn = this.lanes.runningTurn(sessionId);
-      const waiting = this.lanes.waiting(sessionId);
-      const idle = runningTurn === undefined && waiting.length === 0;
-      const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
-      this.parts.remote.publish(sessionId, state).catch(() => undefined);
-    });
+    if (this.viewDue.size === 1) setImmediate(() => this.publishViews());
+  }
+
+  /** Publishes the state of every session whose view is due. */
+  private publishViews(): void {
+    const due = [...this.viewDue];
+    this.viewDue.clear();
+    this.parts.remote.publishFrom(due, this.lanes).catch(() => undefined);
   }
 
   /** Stops renewing leases and reading the mailbox; pending requests fail. */

@@ -91,11 +91,15 @@ export class HeldSessions {
     const grant = await this.take(sessionId);
     if (!grant) return 'held-elsewhere';
     const session = this.open(grant);
+    let clean = false;
     try {
-      await this.takeOver(session);
+      // After a clean release nothing was interrupted or left in the inbox: no takeover read.
+      const checked =
+        this.parts.leases.afterCleanRelease(sessionId) || (await this.takeOver(session));
       await this.untilIdle(session);
+      clean = checked && !session.lost && session.unsettled === 0;
     } finally {
-      await this.letGo(session);
+      await this.letGo(session, clean);
     }
     return 'ran';
   }
@@ -128,13 +132,15 @@ export class HeldSessions {
       if (!grant) return false;
       session = this.open(grant);
     }
+    // Taken only for the stop, without a takeover: clean only if the grant before was.
+    const clean = took && this.parts.leases.afterCleanRelease(sessionId);
     await this.drain(session);
     await this.parts.lanes.stop(sessionId, reason, why);
     if (took) {
       while (session.unsettled > 0) {
         await new Promise<void>((resolve) => (session.changed = resolve));
       }
-      await this.letGo(session);
+      await this.letGo(session, clean && !session.lost);
     }
     return true;
   }
@@ -154,30 +160,47 @@ export class HeldSessions {
   /**
    * After the lease was taken: the previous holder's interrupted turns are closed and the inputs
    * its lane had taken enter this one first, in their order (their callers, wherever they wait,
-   * find the settlement in the inbox).
+   * find the settlement in the inbox). Whether it was done (not before the application provides
+   * the takeover).
    */
-  private async takeOver(session: HeldSession): Promise<void> {
+  private async takeOver(session: HeldSession): Promise<boolean> {
     const takeover = this.parts.takeover();
-    if (!takeover) return;
+    if (!takeover) return false;
     const { sessionId } = session.grant;
     const onTheirWay = new Set(await this.parts.pending.ids(sessionId));
     const taken = await takeover(sessionId, onTheirWay, this.parts.leaseMs);
     for (const message of taken) this.enter(session, { message, origin: UNKNOWN_ORIGIN });
+    return true;
   }
 
-  /** Takes the lease (floor: the database's fence) and claims its fence in the database. */
+  /**
+   * Takes the lease and claims its fence in the database. Redis' fence counter is normally ahead
+   * of the database's, so the database's fence is read (as the grant's floor) only when the claim
+   * finds a newer one there (Redis lost its counter): one round trip less per idle-to-busy
+   * transition.
+   */
   private async take(sessionId: string): Promise<LeaseGrant | undefined> {
+    const first = await this.grantClaimed(sessionId, 0);
+    if (first !== 'stale') return first;
+    const floor = await this.parts.fences.current(sessionId);
+    const grant = await this.grantClaimed(sessionId, floor);
+    if (grant !== 'stale') return grant;
+    throw new Error(`stale lease fence for session ${JSON.stringify(sessionId)}`);
+  }
+
+  /** The lease granted above `floor` and its fence claimed; `'stale'` (let go) if refused. */
+  private async grantClaimed(
+    sessionId: string,
+    floor: number,
+  ): Promise<LeaseGrant | undefined | 'stale'> {
     const { leases, fences, fencing } = this.parts;
-    const floor = await fences.current(sessionId);
     const grant = await leases.acquire(sessionId, floor);
     if (!grant) return undefined;
     fencing.granted(grant);
-    if (!(await fences.claim(sessionId, grant.fence))) {
-      // The database has seen a newer fence: this grant is stale (Redis lost its counter).
-      await leases.release(grant);
-      throw new Error(`stale lease fence ${grant.fence} for session ${JSON.stringify(sessionId)}`);
-    }
-    return grant;
+    if (await fences.claim(sessionId, grant.fence)) return grant;
+    // The database has seen a newer fence: this grant is stale (Redis lost its counter).
+    await leases.release(grant);
+    return 'stale';
   }
 
   private open(grant: LeaseGrant): HeldSession {
@@ -248,11 +271,14 @@ export class HeldSessions {
     });
   }
 
-  /** Lets the lease go and wakes the session again if inputs came after the last drain. */
-  private async letGo(session: HeldSession): Promise<void> {
+  /**
+   * Lets the lease go (`clean`: its lane idle, nothing interrupted, so the next grant skips the
+   * takeover) and wakes the session again if inputs came after the last drain.
+   */
+  private async letGo(session: HeldSession, clean: boolean): Promise<void> {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
-    await this.parts.leases.release(session.grant).catch(() => false);
+    await this.parts.leases.release(session.grant, clean).catch(() => false);
     // A lost lease is let go while the lane may still run the old turn (the process was paused):
     // its writes must keep carrying the old fence, so that the store refuses them. The fence is
     // replaced at this instance's next grant of the session.

@@ -5,25 +5,38 @@ import type Redis from 'ioredis';
  * round trip, and atomic on the server.
  */
 
-/** Acquire: KEYS lease, fence; ARGV instanceId, leaseMs, floor, this instance's known value. */
+/**
+ * Acquire: KEYS lease, fence, released; ARGV instanceId, leaseMs, floor, this instance's known
+ * value. `{fence, clean}`: clean (1) when the grant before this one was let go cleanly (the
+ * released key holds its fence), so nothing of it is left to take over; 0 for a re-entrant
+ * grant, or when the floor had to lift the counter (Redis lost its data: nothing is known).
+ */
 const ACQUIRE = `
 local current = redis.call('GET', KEYS[1])
 if current then
   if ARGV[4] ~= '' and current == ARGV[4] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return tonumber(string.match(current, '|(%d+)$'))
+    return {tonumber(string.match(current, '|(%d+)$')), 0}
   end
   return false
 end
 local f = redis.call('INCR', KEYS[2])
+local clean = 0
+if redis.call('GET', KEYS[3]) == tostring(f - 1) then clean = 1 end
 local floor = tonumber(ARGV[3])
-if f <= floor then f = floor + 1; redis.call('SET', KEYS[2], f) end
+if f <= floor then f = floor + 1; clean = 0; redis.call('SET', KEYS[2], f) end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. f, 'PX', ARGV[2])
-return f`;
+return {f, clean}`;
 
-/** Release (compare-and-delete): KEYS lease; ARGV value. */
+/**
+ * Release (compare-and-delete): KEYS lease, released; ARGV value, fence, clean ('1' or '0'),
+ * how long the clean mark lives (ms). A clean release also records its fence as released.
+ */
 const RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[3] == '1' then redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[4]) end
+  return redis.call('DEL', KEYS[1])
+end
 return 0`;
 
 /** Holder: KEYS lease. `{value, pttl}` or nil. */
@@ -46,17 +59,18 @@ return out`;
 
 /** The lease scripts, as ioredis defines them on the client (one round trip each). */
 export interface LeaseCommands {
-  /** Lease and fence keys; instanceId, leaseMs, floor, known value. The fence, or null. */
-  agentLeaseAcquire(...keysThenArgs: (string | number)[]): Promise<number | null>;
-  agentLeaseRelease(lease: string, value: string): Promise<number>;
+  /** Lease, fence and released keys; instanceId, leaseMs, floor, known value. */
+  agentLeaseAcquire(...keysThenArgs: (string | number)[]): Promise<[number, number] | null>;
+  /** Lease and released keys; value, fence, clean flag, the clean mark's life (ms). */
+  agentLeaseRelease(...keysThenArgs: (string | number)[]): Promise<number>;
   agentLeaseHolder(lease: string): Promise<[string, number] | null>;
   agentLeaseRenew(numKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>;
 }
 
 /** Defines the lease scripts on `redis` (names of their own; defining again is harmless). */
 export function defineLeaseCommands(redis: Redis): LeaseCommands {
-  redis.defineCommand('agentLeaseAcquire', { numberOfKeys: 2, lua: ACQUIRE });
-  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 1, lua: RELEASE });
+  redis.defineCommand('agentLeaseAcquire', { numberOfKeys: 3, lua: ACQUIRE });
+  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 2, lua: RELEASE });
   redis.defineCommand('agentLeaseHolder', { numberOfKeys: 1, lua: HOLDER });
   redis.defineCommand('agentLeaseRenew', { lua: RENEW });
   return redis as unknown as LeaseCommands;

@@ -16,6 +16,14 @@ export class RedisKeys {
     return `${this.prefix}:fence:${sessionId}`;
   }
 
+  /**
+   * The fence of the session's last grant that was let go cleanly (its lane idle, nothing of it
+   * interrupted): a grant that follows it needs no takeover.
+   */
+  released(sessionId: string): string {
+    return `${this.prefix}:released:${sessionId}`;
+  }
+
   /** The session's inputs on their way to the instance that runs it (a list). */
   pending(sessionId: string): string {
     return `${this.prefix}:pending:${sessionId}`;

@@ -10,6 +10,12 @@ export interface RemoteSessionState {
   waiting: IncomingMessage[];
 }
 
+/** What the holder's lanes say of a session: its running turn and waiting inputs. */
+export interface LaneStates {
+  runningTurn(sessionId: string): string | undefined;
+  waiting(sessionId: string): IncomingMessage[];
+}
+
 /** One change as it travels: the session's state, or `null` once it is idle. */
 interface ViewChange {
   from: string;
@@ -54,18 +60,39 @@ export class RemoteView {
     }
   }
 
-  /** Publishes the state of a session this instance runs (`null`: it is idle now). */
+  /** Publishes the states of `sessionIds` as `lanes` have them now (idle: `null`), together. */
+  publishFrom(sessionIds: readonly string[], lanes: LaneStates): Promise<void> {
+    return this.publish(
+      sessionIds.map((sessionId) => {
+        const runningTurn = lanes.runningTurn(sessionId);
+        const waiting = lanes.waiting(sessionId);
+        const idle = runningTurn === undefined && waiting.length === 0;
+        const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
+        return { sessionId, state };
+      }),
+    );
+  }
+
+  /**
+   * Publishes the states of sessions this instance runs (`null`: idle now), all in one MULTI and
+   * one message.
+   */
   async publish(
-    sessionId: string,
-    state: Omit<RemoteSessionState, 'holder'> | null,
+    changes: ReadonlyArray<{
+      sessionId: string;
+      state: Omit<RemoteSessionState, 'holder'> | null;
+    }>,
   ): Promise<void> {
+    if (changes.length === 0) return;
     const holder = this.options.instanceId;
-    const full = state && { holder, ...state };
-    const change: ViewChange = { from: holder, sessionId, state: full };
     const multi = this.redis.multi();
-    if (full) multi.hset(this.hash, sessionId, JSON.stringify(full));
-    else multi.hdel(this.hash, sessionId);
-    await multi.publish(this.channel, JSON.stringify(change)).exec();
+    const message: ViewChange[] = changes.map(({ sessionId, state }) => {
+      const full = state && { holder, ...state };
+      if (full) multi.hset(this.hash, sessionId, JSON.stringify(full));
+      else multi.hdel(this.hash, sessionId);
+      return { from: holder, sessionId, state: full };
+    });
+    await multi.publish(this.channel, JSON.stringify(message)).exec();
   }
 
   /** The state of a session another instance runs, as last heard. */
@@ -92,12 +119,14 @@ export class RemoteView {
     await this.subscriber?.quit().catch(() => this.subscriber?.disconnect());
   }
 
+  /** Applies one message: the changes of one holder, in order. */
   private apply(text: string): void {
-    const change = JSON.parse(text) as ViewChange;
-    if (change.from === this.options.instanceId) return;
-    if (change.state) this.states.set(change.sessionId, change.state);
-    else if (this.states.get(change.sessionId)?.holder === change.from) {
-      this.states.delete(change.sessionId);
+    for (const change of JSON.parse(text) as ViewChange[]) {
+      if (change.from === this.options.instanceId) continue;
+      if (change.state) this.states.set(change.sessionId, change.state);
+      else if (this.states.get(change.sessionId)?.holder === change.from) {
+        this.states.delete(change.sessionId);
+      }
     }
   }
 }

@@ -5,11 +5,14 @@ import type { SettlementSource } from './settlement-waiters';
 export interface RepeatedDeliveriesParts {
   /** The inbox, where the first delivery's settlement is recorded by whoever ran it. */
   inbox: SettlementSource;
-  /** Wakes a session (one deduplicated wake job), so a takeover enters inputs nobody carries. */
+  /**
+   * Wakes a session for a takeover (its clean-release mark forgotten, one deduplicated wake
+   * job), so that the next grant enters the inputs nobody carries.
+   */
   wake: (sessionId: string) => Promise<void>;
   /** How often the inbox is read while the first delivery has not settled (ms). */
   pollMs: number;
-  /** After this long without a settlement the session is woken once (ms): a lease. */
+  /** After this long without a settlement the session is woken, and again as long again (ms). */
   wakeAfterMs: number;
 }
 
@@ -22,8 +25,9 @@ const SHUTDOWN: Settlement = { settled: 'dropped', reason: 'shutdown' };
  * settlement goes to that instance's caller and into the inbox; a repeat must neither run the
  * input again nor pass `agent:input:before` again, so it waits for that settlement in the inbox.
  * If none comes within a lease, the instance that accepted the first delivery may have died
- * before handing it over: the session is woken once, and the takeover that follows enters the
- * unsettled inputs older than a lease, this one among them.
+ * before handing it over: the session is woken for a takeover (and again each lease until the
+ * settlement comes), and the takeover enters the unsettled inputs older than a lease, this one
+ * among them.
  */
 export class RepeatedDeliveries {
   private closed = false;
@@ -33,13 +37,13 @@ export class RepeatedDeliveries {
 
   /** Resolves with the first delivery's settlement (`dropped` / `shutdown` if closed first). */
   async follow(message: IncomingMessage & { id: string }): Promise<Settlement> {
-    const started = Date.now();
-    let woken = false;
+    let wakeAt = Date.now() + this.parts.wakeAfterMs;
     while (!this.closed) {
       const entry = await this.parts.inbox.get(message.id).catch(() => undefined);
       if (entry?.settlement) return entry.settlement;
-      if (!woken && Date.now() - started >= this.parts.wakeAfterMs) {
-        woken = true;
+      // Again each lease: a holder running the session meanwhile may have let it go cleanly.
+      if (Date.now() >= wakeAt) {
+        wakeAt = Date.now() + this.parts.wakeAfterMs;
         await this.parts.wake(message.sessionId).catch(() => undefined);
       }
       await this.sleep(this.parts.pollMs);

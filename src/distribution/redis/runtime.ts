@@ -181,7 +181,9 @@ function sweep(parts: {
     inbox: inbox as UnsettledSource,
     holder: (sessionId) => leases.holder(sessionId),
     busyHere: (id) => view.runningTurn(id) !== undefined || view.holder?.(id) === instanceId,
-    wake: (sessionId, delayMs) => wake.wake(sessionId, delayMs),
+    // Nobody carries these inputs: the next grant must take the session over (read the inbox).
+    wake: (sessionId, delayMs) =>
+      leases.forgetCleanRelease(sessionId).then(() => wake.wake(sessionId, delayMs)),
     delayMs: leaseMs,
   });
 }

@@ -37,10 +37,15 @@ export interface SessionLeasesOptions {
   now?: () => number;
 }
 
+/** How long a clean release is remembered (ms): a session idle longer gets a takeover check. */
+const CLEAN_MARK_MS = 24 * 60 * 60 * 1000;
+
 /** A grant as this instance keeps it: the lease value, and when it was last known renewed. */
 interface Held {
   grant: LeaseGrant;
   value: string;
+  /** The grant before it was let go cleanly: nothing of the session is left to take over. */
+  afterClean: boolean;
   /** When the last successful grant or renewal was sent (by `now`). */
   renewedAt: number;
 }
@@ -52,6 +57,7 @@ interface Held {
  */
 export class SessionLeases {
   private readonly keys: RedisKeys;
+  private readonly redis: Redis;
   private readonly commands: LeaseCommands;
   private readonly now: () => number;
   private readonly grants = new Map<string, Held>();
@@ -67,6 +73,7 @@ export class SessionLeases {
     if (!(options.leaseMs > 0)) throw new Error('leaseMs must be positive');
     this.keys = new RedisKeys(options.prefix);
     this.now = options.now ?? Date.now;
+    this.redis = redis;
     this.commands = defineLeaseCommands(redis);
   }
 
@@ -92,13 +99,40 @@ export class SessionLeases {
 
   /**
    * Compare-and-delete: deletes the lease only if its value is still this grant's; whether it
-   * did. Forgets the grant locally either way.
+   * did. Forgets the grant locally either way. `clean`: the session's lane is idle and nothing
+   * of it was interrupted or left behind, so the next grant needs no takeover
+   * (`afterCleanRelease`); recorded only when the lease was still this grant's.
    */
-  async release(grant: LeaseGrant): Promise<boolean> {
+  async release(grant: LeaseGrant, clean = false): Promise<boolean> {
     const own = this.grants.get(grant.sessionId);
     if (own?.grant.fence === grant.fence) this.grants.delete(grant.sessionId);
     const value = `${this.options.instanceId}|${grant.fence}`;
-    return (await this.commands.agentLeaseRelease(this.keys.lease(grant.sessionId), value)) === 1;
+    const released = await this.commands.agentLeaseRelease(
+      this.keys.lease(grant.sessionId),
+      this.keys.released(grant.sessionId),
+      value,
+      grant.fence,
+      clean ? '1' : '0',
+      CLEAN_MARK_MS,
+    );
+    return released === 1;
+  }
+
+  /**
+   * Whether this instance's grant of the session followed a clean release (see `release`): the
+   * grant before it was let go with its lane idle, so there is nothing to take over.
+   */
+  afterCleanRelease(sessionId: string): boolean {
+    return this.grants.get(sessionId)?.afterClean ?? false;
+  }
+
+  /**
+   * Forgets that the session was let go cleanly, so that its next grant takes it over (reads
+   * the inbox): for inputs found on no instance's way (a repeated delivery waiting in vain, a
+   * Redis that came back). A holder that lets go cleanly afterwards marks it again.
+   */
+  async forgetCleanRelease(sessionId: string): Promise<void> {
+    await this.redis.del(this.keys.released(sessionId));
   }
 
   /** Who holds the session now (GET and PTTL in one script), or undefined. */
@@ -187,19 +221,28 @@ export class SessionLeases {
     const own = this.grants.get(sessionId);
     const { instanceId, leaseMs } = this.options;
     const sentAt = this.now();
-    const fence = await this.commands.agentLeaseAcquire(
+    const answer = await this.commands.agentLeaseAcquire(
       this.keys.lease(sessionId),
       this.keys.fence(sessionId),
+      this.keys.released(sessionId),
       instanceId,
       leaseMs,
       floor,
       own?.value ?? '',
     );
+    const fence = answer === null ? null : Number(answer[0]);
     const current = this.grants.get(sessionId);
     const replaced = current && current.grant.fence !== fence ? this.forget([current]) : [];
     let next = this.grants.get(sessionId);
+    // A re-entrant grant says nothing of how the run before it ended: no clean release assumed.
+    if (next) next.afterClean = false;
     if (fence !== null) {
-      next ??= { grant: { sessionId, fence }, value: `${instanceId}|${fence}`, renewedAt: sentAt };
+      next ??= {
+        grant: { sessionId, fence },
+        value: `${instanceId}|${fence}`,
+        afterClean: Number(answer![1]) === 1,
+        renewedAt: sentAt,
+      };
       next.renewedAt = sentAt;
       this.grants.set(sessionId, next);
     }

@@ -74,7 +74,7 @@ describe('resolveApiShape', () => {
 });
 
 describe('resolveServerOptions', () => {
-  it('defaults: the HTTP limits and a 15 s shutdown grace', () => {
+  it('defaults: the HTTP limits, a 15 s shutdown grace and no trusted proxy', () => {
     expect(resolveServerOptions()).toEqual({
       http: {
         headersTimeoutMs: 30_000,
@@ -83,14 +83,25 @@ describe('resolveServerOptions', () => {
         maxConnections: 1024,
       },
       shutdownGraceMs: 15_000,
+      trustProxy: false,
     });
   });
+
+  it.each([[1], [['loopback']], [['10.0.0.0/8', '127.0.0.1']]])(
+    'trustProxy %j: kept as given',
+    (trustProxy) => {
+      expect(resolveServerOptions({ trustProxy }).trustProxy).toEqual(trustProxy);
+    },
+  );
 
   it.each([
     [{ http: { maxConnections: 0 } }, /http\.maxConnections/],
     [{ http: { requestTimeoutMs: 1.5 } }, /http\.requestTimeoutMs/],
     [{ http: { headersTimeoutMs: 2000, requestTimeoutMs: 1000 } }, /headersTimeoutMs/],
     [{ shutdownGraceMs: -1 }, /shutdownGraceMs/],
+    [{ trustProxy: 0 }, /trustProxy/],
+    [{ trustProxy: [] }, /trustProxy/],
+    [{ trustProxy: ['not an address'] }, /trustProxy/],
   ])('%j: refused naming the option', (options, name) => {
     expect(() => resolveServerOptions(options)).toThrow(ServerOptionsError);
     expect(() => resolveServerOptions(options)).toThrow(name);

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { StoreUnavailableError } from '../../contracts';
+import type { RedisReachability } from '../distribution-health';
 
 /**
  * Distributed mode could not reach Redis, so the input, or the control call, was not carried
@@ -42,16 +43,6 @@ export interface WatchedConnection {
   name: string;
   /** The client, or a function giving it (a reader made when the mailbox starts). */
   client: Redis | (() => Redis | undefined);
-}
-
-/** What `RedisHealth` reports: reachable or not, each connection's ioredis `status`. */
-export interface RedisHealthReport {
-  /** Every watched connection is `ready` and the last PING answered in time. */
-  reachable: boolean;
-  /** ioredis `status` by connection name (`ready`, `reconnecting`, `connecting`, ...). */
-  connections: Record<string, string>;
-  /** Why it is unreachable, in plain words (absent when reachable). */
-  message?: string;
 }
 
 /** Options of {@link RedisHealth}. */
@@ -106,7 +97,7 @@ export class RedisHealth {
   }
 
   /** Each connection's state, and whether Redis is reachable now. */
-  report(): RedisHealthReport {
+  report(): RedisReachability {
     const connections: Record<string, string> = {};
     const notReady: string[] = [];
     for (const { name, client } of this.connections) {
@@ -146,7 +137,7 @@ export class RedisHealth {
   }
 
   /** `report` after one bounded PING: a server that hangs is found within a second. */
-  async probe(): Promise<RedisHealthReport> {
+  async probe(): Promise<RedisReachability> {
     await this.ping();
     return this.report();
   }

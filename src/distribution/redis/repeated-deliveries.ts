@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { IncomingMessage, Settlement } from '../../contracts';
 import type { SettlementSource } from './settlement-waiters';
 
@@ -30,15 +32,19 @@ const SHUTDOWN: Settlement = { settled: 'dropped', reason: 'shutdown' };
  * among them.
  */
 export class RepeatedDeliveries {
-  private closed = false;
-  private readonly sleeping = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
+  /** Aborted on `close`: ends every repeat's sleep at once. */
+  private readonly closing = new AbortController();
 
-  constructor(private readonly parts: RepeatedDeliveriesParts) {}
+  constructor(private readonly parts: RepeatedDeliveriesParts) {
+    // Each waiting repeat's sleep listens on this one signal: many at once is normal.
+    setMaxListeners(0, this.closing.signal);
+  }
 
   /** Resolves with the first delivery's settlement (`dropped` / `shutdown` if closed first). */
   async follow(message: IncomingMessage & { id: string }): Promise<Settlement> {
+    const { signal } = this.closing;
     let wakeAt = Date.now() + this.parts.wakeAfterMs;
-    while (!this.closed) {
+    while (!signal.aborted) {
       const entry = await this.parts.inbox.get(message.id).catch(() => undefined);
       if (entry?.settlement) return entry.settlement;
       // Again each lease: a holder running the session meanwhile may have let it go cleanly.
@@ -46,31 +52,13 @@ export class RepeatedDeliveries {
         wakeAt = Date.now() + this.parts.wakeAfterMs;
         await this.parts.wake(message.sessionId).catch(() => undefined);
       }
-      await this.sleep(this.parts.pollMs);
+      await sleep(this.parts.pollMs, undefined, { signal }).catch(() => undefined);
     }
     return SHUTDOWN;
   }
 
   /** Stops following: the repeats still waiting resolve as dropped (`shutdown`). */
   close(): void {
-    this.closed = true;
-    for (const sleeper of this.sleeping) {
-      clearTimeout(sleeper.timer);
-      sleeper.wake();
-    }
-    this.sleeping.clear();
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const sleeper = {
-        wake: resolve,
-        timer: setTimeout(() => {
-          this.sleeping.delete(sleeper);
-          resolve();
-        }, ms),
-      };
-      this.sleeping.add(sleeper);
-    });
+    this.closing.abort();
   }
 }

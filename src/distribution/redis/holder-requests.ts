@@ -29,7 +29,10 @@ export interface HolderHandlers {
 }
 
 /** The state of a session from the lanes of the instance that holds it. */
-export function holderState(lanes: SessionLanes, sessionId: string): HolderState {
+export function holderState(
+  lanes: Pick<SessionLanes, 'runningTurn' | 'waiting'>,
+  sessionId: string,
+): HolderState {
   const running = lanes.runningTurn(sessionId);
   const state: HolderState = { waiting: lanes.waiting(sessionId) };
   if (running !== undefined) state.runningTurn = running;

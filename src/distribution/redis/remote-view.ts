@@ -1,5 +1,6 @@
 import type Redis from 'ioredis';
-import type { IncomingMessage } from '../../contracts';
+import type { IncomingMessage, SessionLanes } from '../../contracts';
+import { holderState } from './holder-requests';
 
 /** What an instance knows of a session another instance runs. */
 export interface RemoteSessionState {
@@ -8,12 +9,6 @@ export interface RemoteSessionState {
   runningTurn?: string;
   /** Its waiting inputs in arrival order (S8). */
   waiting: IncomingMessage[];
-}
-
-/** What the holder's lanes say of a session: its running turn and waiting inputs. */
-export interface LaneStates {
-  runningTurn(sessionId: string): string | undefined;
-  waiting(sessionId: string): IncomingMessage[];
 }
 
 /** One change as it travels: the session's state, or `null` once it is idle. */
@@ -61,14 +56,15 @@ export class RemoteView {
   }
 
   /** Publishes the states of `sessionIds` as `lanes` have them now (idle: `null`), together. */
-  publishFrom(sessionIds: readonly string[], lanes: LaneStates): Promise<void> {
+  publishFrom(
+    sessionIds: readonly string[],
+    lanes: Pick<SessionLanes, 'runningTurn' | 'waiting'>,
+  ): Promise<void> {
     return this.publish(
       sessionIds.map((sessionId) => {
-        const runningTurn = lanes.runningTurn(sessionId);
-        const waiting = lanes.waiting(sessionId);
-        const idle = runningTurn === undefined && waiting.length === 0;
-        const state = idle ? null : { ...(runningTurn ? { runningTurn } : {}), waiting };
-        return { sessionId, state };
+        const state = holderState(lanes, sessionId);
+        const idle = state.runningTurn === undefined && state.waiting.length === 0;
+        return { sessionId, state: idle ? null : state };
       }),
     );
   }

@@ -1,11 +1,11 @@
 import { io } from 'socket.io-client';
 import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
-import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { describePg } from '../contracts/sql-test-db';
 import { nextSocketEvent, TEST_TOKEN, type AgentClient } from '../support/api-app';
-import { distributedServerEnv, ServerProcess } from '../support/api-process';
 import { describeNginx, NginxBalancer } from '../support/nginx';
-import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
+import { describeRedis } from '../support/redis-test';
+import { DistributedServers } from '../support/distributed-servers';
 
 jest.setTimeout(90_000);
 
@@ -19,20 +19,12 @@ describeRedis('deployment: two instances behind deploy/nginx.conf', () => {
   describePg('on PostgreSQL', () => {
     describeNginx('with nginx', () => {
       let model: FakeOpenAiServer;
-      let db: TempDb;
-      let prefix: string;
       let lb: NginxBalancer | undefined;
-      const procs: ServerProcess[] = [];
+      const servers = new DistributedServers();
       const clients: AgentClient[] = [];
 
       async function deploy(): Promise<string> {
-        for (const id of ['agent-1', 'agent-2']) {
-          procs.push(
-            ServerProcess.start(
-              distributedServerEnv({ modelUrl: model.url, dbUrl: db.url, prefix, instanceId: id }),
-            ),
-          );
-        }
+        const procs = ['agent-1', 'agent-2'].map((id) => servers.start(id));
         const urls = await Promise.all(procs.map((proc) => proc.url()));
         lb = await NginxBalancer.start(urls);
         return lb.url;
@@ -41,22 +33,15 @@ describeRedis('deployment: two instances behind deploy/nginx.conf', () => {
       const authed = (req: request.Test) => req.set('Authorization', `Bearer ${TEST_TOKEN}`);
 
       beforeEach(async () => {
-        model = await FakeOpenAiServer.start();
-        db = await tempPgSchema();
-        prefix = testPrefix();
+        await servers.setUp();
+        model = servers.model;
       });
 
       afterEach(async () => {
         for (const client of clients.splice(0)) client.disconnect();
         await lb?.stop();
         lb = undefined;
-        for (const proc of procs.splice(0)) {
-          proc.signal('SIGKILL');
-          await proc.exited;
-        }
-        await model.close();
-        await deletePrefix(prefix);
-        await db.drop();
+        await servers.tearDown();
       });
 
       it('S1, S2: requests of one session spread over both instances are one conversation', async () => {

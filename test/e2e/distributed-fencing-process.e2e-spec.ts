@@ -1,10 +1,10 @@
 import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
-import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { describePg } from '../contracts/sql-test-db';
 import { TEST_TOKEN } from '../support/api-app';
-import { distributedServerEnv, ServerProcess } from '../support/api-process';
 import { waitFor } from '../support/distributed-apps';
-import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
+import { describeRedis } from '../support/redis-test';
+import { DistributedServers } from '../support/distributed-servers';
 
 jest.setTimeout(90_000);
 
@@ -25,22 +25,9 @@ interface Listed {
 describeRedis('distributed mode: a paused holder (server processes)', () => {
   describePg('on PostgreSQL', () => {
     let model: FakeOpenAiServer;
-    let db: TempDb;
-    let prefix: string;
-    const procs: ServerProcess[] = [];
+    const servers = new DistributedServers();
 
-    function server(instanceId: string): ServerProcess {
-      const proc = ServerProcess.start(
-        distributedServerEnv({
-          modelUrl: model.url,
-          dbUrl: db.url,
-          prefix,
-          instanceId: instanceId,
-        }),
-      );
-      procs.push(proc);
-      return proc;
-    }
+    const server = (instanceId: string) => servers.start(instanceId);
 
     const auth = (test: request.Test) => test.set('Authorization', `Bearer ${TEST_TOKEN}`);
     const session = (url: string, sessionId: string) =>
@@ -66,23 +53,12 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
     }
 
     beforeEach(async () => {
-      model = await FakeOpenAiServer.start();
-      db = await tempPgSchema();
-      prefix = testPrefix();
+      await servers.setUp();
+      model = servers.model;
     });
 
-    afterEach(async () => {
-      // Whatever happened, no process stays stopped or running.
-      for (const proc of procs.splice(0)) {
-        proc.signal('SIGCONT');
-        proc.signal('SIGKILL');
-        await proc.exited;
-      }
-      model.release();
-      await model.close();
-      await deletePrefix(prefix);
-      await db.drop();
-    });
+    // Whatever happened, no process stays stopped or running.
+    afterEach(() => servers.tearDown());
 
     it('S1, P4: a holder paused mid-turn with an input waiting is taken over; resumed, its late writes are refused and it serves again', async () => {
       const [a, b] = [server('inst-a'), server('inst-b')];

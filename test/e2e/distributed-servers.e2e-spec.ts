@@ -1,10 +1,10 @@
 import { io } from 'socket.io-client';
 import request from 'supertest';
 import { FakeOpenAiServer } from '../../src/testing';
-import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { distributedServerEnv, ServerProcess } from '../support/api-process';
+import { describePg } from '../contracts/sql-test-db';
 import { nextSocketEvent, TEST_TOKEN, type AgentClient } from '../support/api-app';
-import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
+import { describeRedis } from '../support/redis-test';
+import { DistributedServers } from '../support/distributed-servers';
 
 jest.setTimeout(90_000);
 
@@ -16,23 +16,10 @@ jest.setTimeout(90_000);
 describeRedis('distributed mode: two server processes', () => {
   describePg('on PostgreSQL', () => {
     let model: FakeOpenAiServer;
-    let db: TempDb;
-    let prefix: string;
-    const procs: ServerProcess[] = [];
+    const servers = new DistributedServers();
     const clients: AgentClient[] = [];
 
-    function server(instanceId: string): ServerProcess {
-      const proc = ServerProcess.start(
-        distributedServerEnv({
-          modelUrl: model.url,
-          dbUrl: db.url,
-          prefix,
-          instanceId: instanceId,
-        }),
-      );
-      procs.push(proc);
-      return proc;
-    }
+    const server = (instanceId: string) => servers.start(instanceId);
 
     const session = (url: string, sessionId: string) =>
       request(url).get(`/agent/sessions/${sessionId}`).set('Authorization', `Bearer ${TEST_TOKEN}`);
@@ -44,20 +31,13 @@ describeRedis('distributed mode: two server processes', () => {
         .send({ sessionId, content });
 
     beforeEach(async () => {
-      model = await FakeOpenAiServer.start();
-      db = await tempPgSchema();
-      prefix = testPrefix();
+      await servers.setUp();
+      model = servers.model;
     });
 
     afterEach(async () => {
       for (const client of clients.splice(0)) client.disconnect();
-      for (const proc of procs.splice(0)) {
-        proc.signal('SIGKILL');
-        await proc.exited;
-      }
-      await model.close();
-      await deletePrefix(prefix);
-      await db.drop();
+      await servers.tearDown();
     });
 
     it('starts in distributed mode, saying so, and warns of a Redis that keeps nothing on disk', async () => {

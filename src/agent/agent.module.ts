@@ -36,6 +36,7 @@ import { AgentExplorer } from './discovery/agent.explorer';
 import { InputGate, TurnRunner, TurnScheduler } from './engine';
 import { InputRecovery } from './input-recovery';
 import { AgentInstrumentation } from './instrumentation';
+import { AgentTracing } from './tracing';
 import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
@@ -101,10 +102,11 @@ const engine: Provider[] = [
         events: AgentEventBus,
         { archive, inbox }: GuardedStores,
         options: ResolvedAgentOptions,
+        instrumentation: AgentInstrumentation,
       ): LanesFactory =>
       (admission) =>
-        new TurnScheduler({ events, archive, inbox, options }, runner, admission),
-    inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS],
+        new TurnScheduler({ events, archive, inbox, options, instrumentation }, runner, admission),
+    inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS, AgentInstrumentation],
   },
   // In one process there is none; a distributed module provides its own (agent.module-distributed).
   { provide: DISTRIBUTION_RUNTIME, useFactory: inProcessOnly, inject: [AGENT_MODULE_OPTIONS] },
@@ -160,6 +162,7 @@ function inProcessOnly(options: AgentModuleOptions): null {
     AgentEventBus,
     AgentExplorer,
     AgentInstrumentation,
+    AgentTracing,
     AgentService,
     InputRecovery,
     UsageSnapshots,

@@ -76,6 +76,17 @@ export interface AgentModuleOptions {
   /** Context trimming (contract U3, U4). */
   trimming?: TrimmingOptions;
   /**
+   * Tracing (OpenTelemetry, README "Logs and traces"): record message contents, tool arguments
+   * and tool results on spans. Off, spans carry ids, names, counts and timings only. An abort's
+   * or clearing's `reason` is never recorded. @default false
+   */
+  traceContent?: boolean;
+  /**
+   * Tracing: a hook middleware whose own time (without the rest of the chain) reaches this many
+   * milliseconds gets a span naming its hook and owner. @default 50
+   */
+  traceHookThresholdMs?: number;
+  /**
    * Called once when the application shuts down, after the drain (S9), to close what the
    * options opened (database pools, clients). Errors are logged.
    */
@@ -116,6 +127,8 @@ export interface ResolvedAgentOptions extends Required<
     | 'maxWaiting'
     | 'llmIdleTimeoutMs'
     | 'turnTimeoutMs'
+    | 'traceContent'
+    | 'traceHookThresholdMs'
   >
 > {
   defaultModel?: ModelRef;
@@ -148,4 +161,5 @@ export const AGENT_OPTION_DEFAULTS = {
   maxWaiting: 1000,
   llmIdleTimeoutMs: 60_000,
   turnTimeoutMs: 600_000,
+  traceHookThresholdMs: 50,
 } as const;

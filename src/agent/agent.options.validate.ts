@@ -24,6 +24,13 @@ function integer(name: string, value: unknown, min: number): number | undefined 
   return value;
 }
 
+function flag(name: string, value: unknown): boolean | undefined {
+  if (value === undefined || typeof value === 'boolean') return value;
+  throw new AgentOptionsError(
+    `AgentModule option "${name}" must be true or false, got ${JSON.stringify(value)}`,
+  );
+}
+
 function share(name: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !(value > 0 && value <= 1)) {
@@ -93,6 +100,9 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     llmIdleTimeoutMs:
       integer('llmIdleTimeoutMs', options.llmIdleTimeoutMs, 1) ?? d.llmIdleTimeoutMs,
     turnTimeoutMs: integer('turnTimeoutMs', options.turnTimeoutMs, 0) ?? d.turnTimeoutMs,
+    traceContent: flag('traceContent', options.traceContent) ?? false,
+    traceHookThresholdMs:
+      integer('traceHookThresholdMs', options.traceHookThresholdMs, 0) ?? d.traceHookThresholdMs,
     selfId: options.selfId,
     trimming: {
       historyShare: share('trimming.historyShare', options.trimming?.historyShare) ?? 0.6,

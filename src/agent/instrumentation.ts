@@ -1,14 +1,32 @@
 import { Injectable } from '@nestjs/common';
-import type { ChatResponse, Settlement, TurnEnd } from '../contracts';
+import type {
+  AbortOptions,
+  ChatResponse,
+  IncomingMessage,
+  ModelMessage,
+  Settlement,
+  TokenUsageEvent,
+  TurnEnd,
+} from '../contracts';
 import type { ToolResult } from './tools';
 
 /** An input on its way from `handleMessage` to its settlement. */
 export interface InputInfo {
   sessionId: string;
+  /** The input's id (`IncomingMessage.id`, generated when the caller gave none). */
+  id: string;
   /** Absent for human inputs. */
   source?: string;
   /** The caller's message id, when given. */
   messageId?: string;
+  /** The input's text (for a layer the host allowed to record content). */
+  content: string;
+  /**
+   * W3C `traceparent` the input travels with: the one it came with (an input taken up again),
+   * or the one a tracing layer sets before calling `run` (the input's span). The engine carries
+   * it with the input (`IncomingMessage.traceparent`) to wherever its turn runs.
+   */
+  traceparent?: string;
 }
 
 /** A turn, from `agent:turn:before` to its end. */
@@ -18,6 +36,24 @@ export interface TurnInfo {
   source?: string;
   /** Inputs that opened it. */
   opened: number;
+  /** The opening inputs (those joining later are told through `joined`). */
+  inputs: readonly IncomingMessage[];
+}
+
+/** An input that joined a running turn at one of its model calls (S2, I2). */
+export interface JoinInfo {
+  sessionId: string;
+  turnId: string;
+  input: IncomingMessage;
+}
+
+/** A running turn stopped by an abort, a clearing, a deletion or the shutdown. */
+export interface StopInfo {
+  sessionId: string;
+  turnId: string;
+  kind: 'abort' | 'clear' | 'delete' | 'shutdown';
+  /** Who stopped it (S3), when a person did. Its `reason` is left out on purpose (S3). */
+  by?: AbortOptions['by'];
 }
 
 /** One model call of a turn (format retries included). */
@@ -31,6 +67,10 @@ export interface ModelCallInfo {
   call: number;
   /** Aborted when the turn is stopped. */
   signal: AbortSignal;
+  /** The messages sent. */
+  messages: readonly ModelMessage[];
+  /** The call's `token:usage` event, set before `run` resolves (absent when the call failed). */
+  usage?: TokenUsageEvent;
 }
 
 /** One tool call of a turn. */
@@ -39,6 +79,8 @@ export interface ToolCallInfo {
   turnId: string;
   callId: string;
   name: string;
+  /** The parsed arguments. */
+  args: unknown;
   signal: AbortSignal;
 }
 
@@ -55,9 +97,13 @@ export interface InstrumentationLayer {
   turn?(info: TurnInfo, run: () => Promise<TurnConclusion>): Promise<TurnConclusion>;
   modelCall?(info: ModelCallInfo, run: () => Promise<ChatResponse>): Promise<ChatResponse>;
   toolCall?(info: ToolCallInfo, run: () => Promise<ToolResult>): Promise<ToolResult>;
+  /** An input joined a running turn. */
+  joined?(info: JoinInfo): void;
+  /** A running turn is being stopped. */
+  stopped?(info: StopInfo): void;
 }
 
-type Kind = keyof InstrumentationLayer;
+type Kind = 'input' | 'turn' | 'modelCall' | 'toolCall';
 type Run<K extends Kind> = Parameters<NonNullable<InstrumentationLayer[K]>>[1];
 type Info<K extends Kind> = Parameters<NonNullable<InstrumentationLayer[K]>>[0];
 
@@ -99,6 +145,16 @@ export class AgentInstrumentation {
   /** One tool call, from its handler's start to its result. */
   toolCall(info: ToolCallInfo, run: () => Promise<ToolResult>): Promise<ToolResult> {
     return this.wrap('toolCall', info, run);
+  }
+
+  /** Tells the layers that an input joined a running turn. */
+  joined(info: JoinInfo): void {
+    for (const layer of this.layers) layer.joined?.(info);
+  }
+
+  /** Tells the layers that a running turn is being stopped. */
+  stopped(info: StopInfo): void {
+    for (const layer of this.layers) layer.stopped?.(info);
   }
 
   private wrap<K extends Kind>(kind: K, info: Info<K>, run: Run<K>): ReturnType<Run<K>> {

@@ -12,3 +12,4 @@ export * from './dispatch';
 export * from './text-policy';
 export * from './log-escape';
 export * from './ids';
+export * from './trace-context';

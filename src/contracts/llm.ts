@@ -59,6 +59,10 @@ export interface ChatStreamChunk {
   /** Completed tool calls; may arrive on any chunk, the last non-empty list wins. */
   toolCalls?: ToolCall[];
   usage?: ProviderUsage;
+  /** The model that answered, as the provider named it (may differ from the one asked). */
+  responseModel?: string;
+  /** Why the model stopped (`stop`, `tool_calls`, `length`, `end_turn`, ...), as reported. */
+  finishReason?: string;
 }
 
 /** A whole model answer. */
@@ -67,6 +71,10 @@ export interface ChatResponse {
   reasoningContent?: string;
   toolCalls?: ToolCall[];
   usage?: ProviderUsage;
+  /** The model that answered, when the provider said. */
+  responseModel?: string;
+  /** Why the model stopped, when the provider said. */
+  finishReason?: string;
 }
 
 /**

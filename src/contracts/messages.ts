@@ -48,6 +48,11 @@ export interface IncomingMessage {
   groupId?: string;
   /** Free-form data a preprocessor or host wants to carry along; persisted with the input. */
   metadata?: Record<string, unknown>;
+  /**
+   * W3C `traceparent` of the input's `agent.input` span, set by the agent when tracing is on, so
+   * the input's turn joins its trace wherever it runs (inbox, other instances). Not archived.
+   */
+  traceparent?: string;
 }
 
 /**

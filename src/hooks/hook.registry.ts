@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { HookContextMap, HookMiddleware, HookName } from '../contracts';
 import { compose } from './compose';
+import { timedMiddleware, type HookObserver } from './hook-timing';
 
 /** Options of a hook registration. */
 export interface HookUseOptions {
@@ -31,7 +32,18 @@ type ContextOf<K> = K extends HookName ? HookContextMap[K] : any;
 export class HookRegistry {
   private readonly chains = new Map<string, Registration[]>();
   private readonly fns = new WeakMap<Registration[], HookMiddleware[]>();
+  private timed = new WeakMap<Registration[], HookMiddleware[]>();
+  private observer?: HookObserver;
   private seq = 0;
+
+  /**
+   * Sets (or with `undefined` removes) the observer told of slow middleware calls; tracing
+   * installs one. Until its `active()` says yes, hook runs are not timed.
+   */
+  observe(observer: HookObserver | undefined): void {
+    this.observer = observer;
+    this.timed = new WeakMap();
+  }
 
   /** Adds a middleware; returns a function that removes it again. */
   use<K extends AnyHookName>(
@@ -63,7 +75,10 @@ export class HookRegistry {
     defaultAction?: (ctx: ContextOf<K>) => Promise<void> | void,
   ): Promise<boolean> {
     const chain = this.chains.get(name);
-    if (chain?.length) return compose(name, this.fnsOf(chain), defaultAction)(ctx);
+    if (chain?.length) {
+      const fns = this.observer?.active() ? this.timedOf(name, chain) : this.fnsOf(chain);
+      return compose(name, fns, defaultAction)(ctx);
+    }
     if (!defaultAction) return REACHED;
     try {
       return Promise.resolve(defaultAction(ctx)).then(() => true);
@@ -78,6 +93,17 @@ export class HookRegistry {
   private fnsOf(chain: Registration[]): HookMiddleware[] {
     let fns = this.fns.get(chain);
     if (!fns) this.fns.set(chain, (fns = chain.map((r) => r.fn)));
+    return fns;
+  }
+
+  /** The middlewares of a chain, each timed for the observer. */
+  private timedOf(name: string, chain: Registration[]): HookMiddleware[] {
+    let fns = this.timed.get(chain);
+    if (!fns) {
+      const observer = this.observer!;
+      fns = chain.map((r) => timedMiddleware(name, r.owner, r.fn, observer));
+      this.timed.set(chain, fns);
+    }
     return fns;
   }
 

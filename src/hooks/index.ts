@@ -1,3 +1,4 @@
 export * from './compose';
 export * from './hook.registry';
+export * from './hook-timing';
 export * from './agent-hook.decorator';

@@ -1,3 +1,4 @@
+import { trace } from '@opentelemetry/api';
 /**
  * Retries of model calls: exponential backoff with full jitter, `Retry-After` honoured (capped),
  * and for streams only while nothing was yielded yet.
@@ -125,6 +126,12 @@ async function waitForRetry(
   const delayMs = backoffDelay(retry, policy, verdict.retryAfterMs);
   if (control.remainingMs && delayMs >= control.remainingMs()) return false;
   control.onRetry?.({ retry: retry + 1, delayMs, error });
+  // On the model call's span when tracing runs (no span: nothing).
+  trace.getActiveSpan()?.addEvent('agent.retry', {
+    'agent.retry.attempt': retry + 1,
+    'agent.retry.delay_ms': delayMs,
+    'error.type': errorType(error),
+  });
   await policy.sleep(delayMs, control.signal);
   if (control.signal.aborted) throw control.abortError();
   return true;
@@ -217,4 +224,11 @@ export function policyOf(options: ResilienceOptions): RetryPolicy {
     sleep: options.sleep,
     random: options.random,
   });
+}
+
+/** A short name of what failed, for `error.type` (the HTTP status when there is one). */
+function errorType(error: unknown): string {
+  const status = (error as { status?: unknown } | undefined)?.status;
+  if (typeof status === 'number') return String(status);
+  return error instanceof Error ? error.name : typeof error;
 }

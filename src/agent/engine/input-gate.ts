@@ -13,6 +13,7 @@ import {
   type Settlement,
   type WorkDispatcher,
 } from '../../contracts';
+import type { InputInfo } from '../instrumentation';
 import { describeError } from './describe-error';
 import type { EnginePorts } from './ports';
 import { pendingInput, settleInput } from './settlement';
@@ -129,19 +130,24 @@ export class InputGate {
   ): Promise<Settlement> {
     const known = this.inFlight.get(message.id);
     if (known) return known;
-    const info = {
+    const info: InputInfo = {
       sessionId: message.sessionId,
+      id: message.id,
+      content: message.content,
       ...(message.source !== undefined ? { source: message.source } : {}),
       ...(message.messageId !== undefined ? { messageId: message.messageId } : {}),
+      ...(message.traceparent !== undefined ? { traceparent: message.traceparent } : {}),
     };
-    const done = this.ports.instrumentation.input(info, () =>
-      run().catch((error: unknown) => {
+    const done = this.ports.instrumentation.input(info, () => {
+      // The input's trace goes with it (inbox, lanes, other instances): its turn joins it.
+      if (info.traceparent !== undefined) message.traceparent = info.traceparent;
+      return run().catch((error: unknown) => {
         this.logger.error(
           `Input for session ${escapeForLog(message.sessionId)} failed: ${describeError(error)}`,
         );
         return this.drop(message, dropReasonOf(error), false);
-      }),
-    );
+      });
+    });
     this.inFlight.set(message.id, done);
     void done.finally(() => this.inFlight.delete(message.id));
     return done;

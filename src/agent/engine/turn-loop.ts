@@ -3,7 +3,6 @@ import { fitCall, type SentCall } from './context-fit';
 import { joinPending, type InputStepPorts } from './phases/input-step';
 import {
   callModel,
-  recordCall,
   type ModelStepPorts,
   type StepResponse,
   type UsageStepPorts,
@@ -62,8 +61,7 @@ export async function runSteps(
     throwIfAborted(state);
     const offerTools = iterations < maxIterations;
     const sent = await prepareCall(ports, state, offerTools ? ports.tools.definitions() : []);
-    const response = await callModel(ports, state, sent.messages, sent.tools);
-    recordCall(ports, state, sent, response);
+    const response = await callModel(ports, state, sent);
     const after: LlmAfterContext = {
       response,
       messages: sent.messages,
@@ -116,8 +114,7 @@ export async function finaliseReply(
     throwIfAborted(state);
     if (state.isRoom) await persistDraft(ports, state, decision.draft);
     const fitted = fitCall(ports, state, decision.scaffold, [], false);
-    const response = await callModel(ports, state, fitted.messages, []);
-    recordCall(ports, state, { ...fitted, tools: [] }, response);
+    const response = await callModel(ports, state, { ...fitted, tools: [] });
     raw = response.content ?? '';
     nextAttempt(ctx, raw);
   }

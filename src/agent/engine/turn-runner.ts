@@ -39,6 +39,7 @@ export class TurnRunner {
       turnId: turn.id,
       ...(turn.source !== undefined ? { source: turn.source } : {}),
       opened: turn.inputs.length,
+      inputs: turn.inputs.map((input) => input.message),
     };
     return this.ports.instrumentation.turn(info, () => this.withDeadline(turn, lane));
   }

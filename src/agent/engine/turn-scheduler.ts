@@ -47,6 +47,8 @@ export class TurnScheduler implements SessionLanes {
   constructor(
     private readonly ports: Pick<EnginePorts, 'events' | 'archive' | 'inbox'> & {
       options: Pick<EnginePorts['options'], 'maxWaiting'>;
+      /** Told when a running turn is stopped (tracing marks it on the turn's span). */
+      instrumentation?: Pick<EnginePorts['instrumentation'], 'stopped'>;
     },
     private readonly runner: TurnRunnerLike,
     private readonly admission: LaneAdmission,
@@ -93,7 +95,14 @@ export class TurnScheduler implements SessionLanes {
     const turn = this.turns.get(sessionId);
     const running = turn && !turn.ended ? turn : undefined;
     if (options.turnId !== undefined && options.turnId !== running?.id) return false;
-    running?.abort({ by: options.by, reason: options.reason });
+    if (running?.abort({ by: options.by, reason: options.reason })) {
+      this.ports.instrumentation?.stopped({
+        sessionId,
+        turnId: running.id,
+        kind: 'abort',
+        ...(options.by ? { by: options.by } : {}),
+      });
+    }
     if (options.queued) this.dropWaiting(sessionId, 'aborted', true);
     return !!running;
   }
@@ -105,7 +114,9 @@ export class TurnScheduler implements SessionLanes {
   async stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
     const turn = this.turns.get(sessionId);
     this.dropWaiting(sessionId, reason, reason === 'shutdown');
-    if (turn && !turn.ended) turn.abort({ reason: why ?? reason });
+    if (turn && !turn.ended && turn.abort({ reason: why ?? reason })) {
+      this.ports.instrumentation?.stopped({ sessionId, turnId: turn.id, kind: stopKind(reason) });
+    }
     if (turn) await turn.settled;
   }
 
@@ -229,4 +240,11 @@ export class TurnScheduler implements SessionLanes {
       waiting: lane?.waitingPayloads((input) => input.message) ?? [],
     });
   }
+}
+
+/** What stopped a turn, as tracing names it. */
+function stopKind(reason: DropReason): 'clear' | 'delete' | 'shutdown' | 'abort' {
+  if (reason === 'cleared') return 'clear';
+  if (reason === 'deleted') return 'delete';
+  return reason === 'shutdown' ? 'shutdown' : 'abort';
 }

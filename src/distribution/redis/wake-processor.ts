@@ -1,5 +1,7 @@
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
+import { context } from '@opentelemetry/api';
 import { DelayedError, type Job } from 'bullmq';
+import { contextOf } from '../../contracts';
 import type { DistributionRuntime, ResolvedDistributionOptions } from '../distribution-options';
 import type { WakeWorker } from '../wake-wiring';
 import { outageWarning } from './redis-health';
@@ -26,7 +28,11 @@ export class WakeProcessor extends WorkerHost implements WakeWorker {
 
   /** A wake job: runs the session here, or puts the job off while another instance holds it. */
   async process(job: Job<WakeJob>, token?: string): Promise<void> {
-    if ((await this.runtime.runWake(job.data.sessionId)) !== 'held-elsewhere') return;
+    const { sessionId, traceparent } = job.data;
+    const run = () => this.runtime.runWake(sessionId);
+    // The run continues the trace of what woke the session (its turns parent to their inputs).
+    const ran = await (traceparent ? context.with(contextOf(traceparent), run) : run());
+    if (ran !== 'held-elsewhere') return;
     // Another instance holds the session: live, it takes the inputs itself; dead, its lease
     // runs out. Either way the job comes back once the lease could have expired.
     await job.moveToDelayed(Date.now() + this.leaseMs, token);

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectQueue } from '@nestjs/bullmq';
 import type { JobsOptions, Queue } from 'bullmq';
 import { outageWarning } from './redis-health';
+import { activeTraceparent } from '../../contracts';
 
 /** The BullMQ queue that wakes an idle session's work on some instance. */
 export const WAKE_QUEUE = 'wake';
@@ -19,6 +20,11 @@ const WAKE_ATTEMPTS = 10;
 /** The data of a wake job: the session to run. */
 export interface WakeJob {
   sessionId: string;
+  /**
+   * W3C `traceparent` of the span that woke the session (the input's `agent.input` when tracing
+   * runs): the job's run continues that trace on whichever instance takes it.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -54,9 +60,10 @@ export class WakeQueue {
   /** Adds the session's wake job (or joins the one already waiting), delayed by `delayMs`. */
   async wake(sessionId: string, delayMs = 0): Promise<void> {
     const options = wakeJobOptions(sessionId);
+    const traceparent = activeTraceparent();
     await this.queue.add(
       WAKE_QUEUE,
-      { sessionId },
+      traceparent ? { sessionId, traceparent } : { sessionId },
       delayMs ? { ...options, delay: delayMs } : options,
     );
   }

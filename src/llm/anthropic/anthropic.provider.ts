@@ -165,6 +165,10 @@ export class AnthropicProvider implements LlmProvider {
       reasoningContent: reasoning || undefined,
       toolCalls: toolCalls.length ? toolCalls : undefined,
       usage: usage.result(),
+      ...(typeof message?.model === 'string' ? { responseModel: message.model as string } : {}),
+      ...(typeof message?.stop_reason === 'string'
+        ? { finishReason: message.stop_reason as string }
+        : {}),
     };
   }
 
@@ -227,7 +231,9 @@ export class AnthropicProvider implements LlmProvider {
     if (usage) yield { usage };
     const toolCalls = reader.toolCalls();
     this.thinkingCache.remember(toolCalls, reader.thinkingBlocks());
-    if (toolCalls.length) yield { toolCalls };
+    const { meta } = reader;
+    if (toolCalls.length) yield { toolCalls, ...meta };
+    else if (meta.responseModel || meta.finishReason) yield { ...meta };
   }
 
   /** The error to throw for a failed attempt: an abort stays an abort. */

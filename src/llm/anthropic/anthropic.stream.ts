@@ -68,6 +68,8 @@ export class MessageStreamReader {
   readonly usage = new UsageTracker();
   private messageId?: string;
   private stopped = false;
+  /** The answering model and its stop reason, as the stream reported them. */
+  readonly meta: { responseModel?: string; finishReason?: string } = {};
   private readonly blocks = new Map<number, OpenBlock>();
 
   constructor(private readonly ctx: ErrorContext) {}
@@ -87,6 +89,7 @@ export class MessageStreamReader {
           throw malformed(this.ctx, 'a second message started before the first one ended');
         }
         if (this.messageId === undefined) this.usage.add(event.message?.usage);
+        if (typeof event.message?.model === 'string') this.meta.responseModel = event.message.model;
         this.messageId = id;
         return;
       }
@@ -98,6 +101,9 @@ export class MessageStreamReader {
         return;
       case 'message_delta':
         this.usage.add(event.usage);
+        if (typeof event.delta?.stop_reason === 'string') {
+          this.meta.finishReason = event.delta.stop_reason;
+        }
         return;
       case 'message_stop':
         if (this.messageId === undefined) {

@@ -177,6 +177,7 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     const ctx = this.context(request);
     const call = new CallSignal(request.signal, budget);
     const assembler = new ToolCallAssembler();
+    const meta: Pick<ChatStreamChunk, 'responseModel' | 'finishReason'> = {};
     let finished = false;
     let completed = false;
     try {
@@ -184,7 +185,9 @@ export class OpenAiCompatibleProvider implements LlmProvider {
       call.touch();
       for await (const chunk of answerChunks(response, call.controller, this.client, ctx)) {
         call.touch();
-        if (chunk.choices?.some((choice) => choice.finish_reason)) finished = true;
+        if (chunk.model) meta.responseModel = chunk.model;
+        const reason = chunk.choices?.find((choice) => choice.finish_reason)?.finish_reason;
+        if (reason) finished = Boolean((meta.finishReason = reason));
         for (const out of readChunk(chunk, assembler)) {
           budget.answered();
           call.pause();
@@ -204,7 +207,8 @@ export class OpenAiCompatibleProvider implements LlmProvider {
     if (request.signal.aborted) throw new APIUserAbortError();
     if (call.stalled) throw stalled(ctx, call.stalled);
     const toolCalls = assembler.result();
-    if (toolCalls.length) yield { toolCalls };
+    if (toolCalls.length) yield { toolCalls, ...meta };
+    else if (meta.responseModel || meta.finishReason) yield meta;
   }
 
   /**

@@ -54,6 +54,10 @@ export function readCompletion(completion: ChatCompletion): ChatResponse {
     reasoningContent: reasoning || undefined,
     toolCalls: toolCalls.length ? toolCalls : undefined,
     usage: completion.usage ? toUsage(completion.usage) : undefined,
+    ...(completion.model ? { responseModel: completion.model } : {}),
+    ...(completion.choices?.[0]?.finish_reason
+      ? { finishReason: completion.choices[0].finish_reason }
+      : {}),
   };
 }
 

@@ -3,7 +3,10 @@ import type { EnginePorts, LaneHandle } from '../ports';
 import { archivedInput, inputToModelMessage, isArchivable, type TurnState } from '../turn-state';
 
 /** What archiving inputs uses. */
-export type InputStepPorts = Pick<EnginePorts, 'archive' | 'estimator' | 'inbox'>;
+export type InputStepPorts = Pick<
+  EnginePorts,
+  'archive' | 'estimator' | 'inbox' | 'instrumentation'
+>;
 
 /**
  * Archives the opening inputs in order with the turn id and entry `opened` (P3), sets each
@@ -47,6 +50,9 @@ export async function joinPending(
   if (!joining.length) return;
   const { turn } = state;
   const added = joining.map((p) => turn.add(p));
+  for (const p of joining) {
+    ports.instrumentation.joined({ sessionId: turn.sessionId, turnId: turn.id, input: p.message });
+  }
   await ports.inbox.enterTurn(idsOf(joining.map((p) => p.message)), turn.id);
   const models = joining.map((p) => asModel(state, p.message));
   const stamping = state.stampCounts(ports.estimator, models);

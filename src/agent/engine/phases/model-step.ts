@@ -5,9 +5,10 @@ import {
   type ModelMessage,
   type ProviderUsage,
   type StreamEvent,
+  type TokenUsageEvent,
   type ToolCall,
-  type ToolDefinition,
 } from '../../../contracts';
+import type { ModelCallInfo } from '../../instrumentation';
 import { budgetOf, type SentCall } from '../context-fit';
 import type { EnginePorts } from '../ports';
 import { historyLimitOf, type TurnState } from '../turn-state';
@@ -23,16 +24,17 @@ export type ModelStepPorts = Pick<EnginePorts, 'events' | 'instrumentation'> & {
 };
 
 /**
- * Calls the turn's model once, through the instrumentation seam. Streams when the provider can
- * (each chunk goes out as `outbound:stream` with the turn id); otherwise calls `chat` once and
- * sends the whole answer as one chunk (I16). A stop ends the call with `TurnAbortedError`.
+ * Calls the turn's model once, through the instrumentation seam, and records the call's usage
+ * (`token:usage`, I12) as soon as it answered. Streams when the provider can (each chunk goes out
+ * as `outbound:stream` with the turn id); otherwise calls `chat` once and sends the whole answer
+ * as one chunk (I16). A stop ends the call with `TurnAbortedError`.
  */
 export async function callModel(
-  ports: ModelStepPorts,
+  ports: ModelStepPorts & UsageStepPorts,
   state: TurnState,
-  messages: ModelMessage[],
-  tools: ToolDefinition[],
+  sent: SentCall,
 ): Promise<StepResponse> {
+  const { messages, tools } = sent;
   const { provider, ref, capabilities } = state.model!;
   const signal = state.turn.signal;
   const request: ChatRequest = {
@@ -45,22 +47,26 @@ export async function callModel(
     idleTimeoutMs: ports.options.llmIdleTimeoutMs,
     signal,
   };
-  const info = {
+  const info: ModelCallInfo = {
     sessionId: state.sessionId,
     turnId: state.turn.id,
     provider: provider.id,
     model: ref.model,
     call: state.calls + 1,
     signal,
+    messages,
   };
   const { turn } = state;
   try {
     if (turn.aborted) throw new TurnAbortedError();
-    const response = await ports.instrumentation.modelCall(info, () =>
-      provider.stream ? consume(ports, state, request) : answerWhole(ports, state, request),
-    );
-    if (turn.aborted) throw new TurnAbortedError();
-    return response;
+    return await ports.instrumentation.modelCall(info, async () => {
+      const response = provider.stream
+        ? await consume(ports, state, request)
+        : await answerWhole(ports, state, request);
+      if (turn.aborted) throw new TurnAbortedError();
+      info.usage = recordCall(ports, state, sent, response);
+      return response;
+    });
   } catch (error) {
     if (turn.aborted) throw new TurnAbortedError();
     throw error;
@@ -91,9 +97,13 @@ async function consume(
   let reasoning = '';
   let toolCalls: ToolCall[] | undefined;
   let usage: ProviderUsage | undefined;
+  let responseModel: string | undefined;
+  let finishReason: string | undefined;
   const { turn } = state;
   for await (const chunk of state.model!.provider.stream!(request)) {
     if (turn.aborted) throw new TurnAbortedError();
+    if (chunk.responseModel) responseModel = chunk.responseModel;
+    if (chunk.finishReason) finishReason = chunk.finishReason;
     if (chunk.contentDelta) content += chunk.contentDelta;
     if (chunk.reasoningDelta) reasoning += chunk.reasoningDelta;
     if (chunk.contentDelta || chunk.reasoningDelta) {
@@ -106,7 +116,11 @@ async function consume(
   // two equal ones (the reply is persisted with both).
   const last = state.segments[state.segments.length - 1];
   if (last?.type === 'text' && last.content === content) last.content = content;
-  return { content, reasoningContent: reasoning || undefined, toolCalls, usage };
+  const response: StepResponse = { content, reasoningContent: reasoning || undefined, toolCalls };
+  response.usage = usage;
+  if (responseModel) response.responseModel = responseModel;
+  if (finishReason) response.finishReason = finishReason;
+  return response;
 }
 
 function emitChunk(
@@ -143,7 +157,7 @@ export function recordCall(
   state: TurnState,
   sent: SentCall,
   response: StepResponse,
-): void {
+): TokenUsageEvent {
   const { capabilities } = state.model!;
   const usage = response.usage;
   if (usage?.promptTokens) state.promptTokens = usage.promptTokens;
@@ -169,4 +183,5 @@ export function recordCall(
   });
   ports.events.emit('token:usage', event);
   ports.usage.noteUsage(event);
+  return event;
 }

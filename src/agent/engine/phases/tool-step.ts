@@ -172,7 +172,7 @@ function execute(
 ): Promise<ToolResult> {
   const { sessionId, turnId, callId, signal } = context;
   return deps.instrumentation.toolCall(
-    { sessionId, turnId, callId, name: before.name, signal },
+    { sessionId, turnId, callId, name: before.name, args: before.args, signal },
     () => deps.tools.execute(before.name, before.args, context),
   );
 }

@@ -253,7 +253,12 @@ describe('AnthropicProvider', () => {
       expect(got.text).toBe(text);
       // Cached input counts as prompt tokens: it fills the context window too.
       expect(got.usages).toEqual([usage(10, 11, 21)]);
-      expect(got.chunks.at(-1)).toEqual({ usage: usage(10, 11, 21) });
+      expect(got.chunks.at(-2)).toEqual({ usage: usage(10, 11, 21) });
+      // Then the model that answered and why it stopped.
+      expect(got.chunks.at(-1)).toEqual({
+        responseModel: 'claude-sonnet-4-6',
+        finishReason: 'end_turn',
+      });
     });
 
     it('yields no usage chunk when the server reports none', async () => {
@@ -362,6 +367,10 @@ describe('AnthropicProvider', () => {
 
       expect((await iterator.next()).value).toEqual({ contentDelta: 'second' });
       expect((await iterator.next()).value).toEqual({ usage: usage(10, 5, 15) });
+      expect((await iterator.next()).value).toEqual({
+        responseModel: 'claude-sonnet-4-6',
+        finishReason: 'end_turn',
+      });
       expect((await iterator.next()).done).toBe(true);
     });
   });
@@ -382,6 +391,8 @@ describe('AnthropicProvider', () => {
         reasoningContent: 'Need the weather.',
         toolCalls: [call('toolu_1', 'weather', '{"city":"Oslo"}')],
         usage: usage(3, 2, 5),
+        responseModel: 'claude-sonnet-4-6',
+        finishReason: 'tool_use',
       });
       expect(server.requests[0].stream).toBe(false);
     });

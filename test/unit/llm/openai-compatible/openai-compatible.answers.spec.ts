@@ -91,6 +91,7 @@ describe('OpenAiCompatibleProvider answers that are not streams', () => {
         { reasoningDelta: 'The capital of France.' },
         { contentDelta: 'Paris.' },
         { usage: { promptTokens: 9, completionTokens: 2, totalTokens: 11 } },
+        { responseModel: 'test-model', finishReason: 'stop' },
       ]);
     });
 

@@ -405,6 +405,10 @@ describe('OpenAiCompatibleProvider', () => {
 
       expect((await iterator.next()).value).toEqual({ contentDelta: 'second' });
       expect((await iterator.next()).value).toEqual({ usage: usage(10, 5, 15) });
+      expect((await iterator.next()).value).toEqual({
+        responseModel: 'test-model',
+        finishReason: 'stop',
+      });
       expect((await iterator.next()).done).toBe(true);
     });
 
@@ -452,6 +456,8 @@ describe('OpenAiCompatibleProvider', () => {
         reasoningContent: 'Capital of France.',
         toolCalls: undefined,
         usage: usage(3, 2, 5),
+        responseModel: 'test-model',
+        finishReason: 'stop',
       });
       expect(server.requests[0].stream).toBe(false);
       expect(server.requests[0].stream_options).toBeUndefined();

@@ -27,7 +27,7 @@ describe('callModel (model step)', () => {
     return {
       ...fixture,
       sut: (list: ModelMessage[] = messages, tools: ToolDefinition[] = []) =>
-        callModel(fixture.deps, fixture.state, list, tools),
+        callModel(fixture.deps, fixture.state, { messages: list, tools, untrimmedHistory: 0 }),
     };
   }
 
@@ -64,7 +64,8 @@ describe('callModel (model step)', () => {
 
       await sut();
 
-      expect(mocks.events.emitted).toEqual([]);
+      expect(mocks.events.of('outbound:stream')).toEqual([]);
+      expect(mocks.events.emitted.map((e) => e.name)).toEqual(['token:usage']);
     });
 
     it('tool calls: the last non-empty list wins', async () => {
@@ -180,6 +181,21 @@ describe('callModel (model step)', () => {
     });
   });
 
+  it('I12: the call records its token:usage as soon as it answered, with the model that answered', async () => {
+    const { sut, mocks, provider } = setup();
+    provider.script(
+      answers.chunks(
+        { contentDelta: 'hi' },
+        { usage: { promptTokens: 12 }, responseModel: 'm-2025', finishReason: 'stop' },
+      ),
+    );
+
+    const response = await sut();
+
+    expect(mocks.events.of('token:usage')).toHaveLength(1);
+    expect(response).toMatchObject({ responseModel: 'm-2025', finishReason: 'stop' });
+  });
+
   describe('provider without streaming', () => {
     it('I16: is called once and its whole answer goes out as one chunk', async () => {
       const { sut, mocks, provider, turn } = setup({
@@ -219,7 +235,8 @@ describe('callModel (model step)', () => {
 
       const response = await sut();
 
-      expect(mocks.events.emitted).toEqual([]);
+      expect(mocks.events.of('outbound:stream')).toEqual([]);
+      expect(mocks.events.emitted.map((e) => e.name)).toEqual(['token:usage']);
       expect(response.toolCalls).toEqual([call]);
     });
 
@@ -304,7 +321,8 @@ describe('callModel (model step)', () => {
     });
     provider.script(answers.text('hi'));
 
-    await callModel(deps, state, [{ role: 'user', content: 'x' }], []);
+    const sent = { messages: [{ role: 'user' as const, content: 'x' }], tools: [] };
+    await callModel(deps, state, { ...sent, untrimmedHistory: 0 });
 
     expect(mocks.events.of('outbound:stream')).toEqual([
       { sessionId: 'other-session', turnId: turn.id, delta: 'hi' },

@@ -1,0 +1,111 @@
+import { createSqlStores, LeaseFencing, type SqlStores } from '../../src';
+import { FakeOpenAiServer } from '../../src/testing';
+import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
+import { AgentHarness } from '../support/agent-harness';
+import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+import { parentIdOf, SpanRecorder } from '../support/span-recorder';
+
+/**
+ * Across instances the trace context travels with the input (the inbox, the pending list in
+ * Redis, the BullMQ wake job's data): ingress on one instance and the turn on another are one
+ * trace, the turn's span a child of the input's.
+ */
+describeRedis('tracing in distributed mode', () => {
+  describePg('two instances on PostgreSQL and Redis', () => {
+    let spans: SpanRecorder;
+    let server: FakeOpenAiServer;
+    let db: TempDb;
+    let prefix: string;
+    const open: Array<{ close(): Promise<void> }> = [];
+
+    async function app(instanceId: string): Promise<AgentHarness> {
+      const made: SqlStores = await createSqlStores(db.url, { fencing: new LeaseFencing() });
+      open.push(made);
+      const harness = await AgentHarness.start({
+        server,
+        agent: {
+          sessionStore: made.sessions,
+          historyStore: made.log,
+          messageArchive: made.log,
+          inputInbox: made.inbox,
+          distribution: { redis: REDIS_URL, stores: made, instanceId, prefix, leaseMs: 2_000 },
+        },
+      });
+      open.unshift(harness);
+      return harness;
+    }
+
+    beforeAll(() => {
+      spans = SpanRecorder.register();
+    });
+    afterAll(() => spans.unregister());
+
+    beforeEach(async () => {
+      server = await FakeOpenAiServer.start();
+      db = await tempPgSchema();
+      prefix = testPrefix();
+    });
+
+    afterEach(async () => {
+      server.release();
+      for (const item of open.splice(0)) await item.close();
+      await server.close();
+      await deletePrefix(prefix);
+      await db.drop();
+    });
+
+    it('S1: an input sent to one instance and run on the holder is one trace: its invoke_agent is a child of its agent.input', async () => {
+      const a = await app('trace-a');
+      const b = await app('trace-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const first = a.agent.handleMessage({ sessionId: 's', content: 'H1' });
+      await server.nextRequest();
+      let holder = '';
+      await until(async () => {
+        const [va, vb] = await Promise.all([a.agent.getSession('s'), b.agent.getSession('s')]);
+        holder = va?.holder ?? '';
+        return va?.state === 'running' && vb?.state === 'running' && va.holder === vb.holder;
+      });
+      const [running, other] = holder === 'trace-a' ? [a, b] : [b, a];
+
+      // Sent to the instance that does not run the session: it waits there, runs on the holder.
+      const second = other.agent.handleMessage({ sessionId: 's', content: 'H2' });
+      await until(async () => other.agent.waiting('s').length === 1);
+      server.release();
+      await first;
+      const settled = await second;
+      if (settled.settled !== 'turn') throw new Error(`H2 settled ${settled.settled}`);
+      expect(running.of('agent:turn:end').map((e) => e.turnId)).toContain(settled.turnId);
+      expect(other.of('agent:turn:end').map((e) => e.turnId)).not.toContain(settled.turnId);
+
+      const input = spans.one('agent.input', { 'agent.turn.id': settled.turnId });
+      const turn = spans.one('invoke_agent', { 'agent.turn.id': settled.turnId });
+      expect(turn.spanContext().traceId).toBe(input.spanContext().traceId);
+      expect(parentIdOf(turn)).toBe(input.spanContext().spanId);
+      const chat = spans.one('chat test-model', { 'agent.turn.id': settled.turnId });
+      expect(parentIdOf(chat)).toBe(turn.spanContext().spanId);
+    });
+
+    it('S1: an input for an idle session woken by a BullMQ job joins its trace on the instance that takes the job', async () => {
+      const a = await app('trace-a');
+      await app('trace-b');
+      server.enqueue({ text: 'R1' });
+
+      const settled = await a.agent.handleMessage({ sessionId: 'idle', content: 'H1' });
+      if (settled.settled !== 'turn') throw new Error(`H1 settled ${settled.settled}`);
+
+      const input = spans.one('agent.input', { 'agent.turn.id': settled.turnId });
+      const turn = spans.one('invoke_agent', { 'agent.turn.id': settled.turnId });
+      expect(parentIdOf(turn)).toBe(input.spanContext().spanId);
+      expect(turn.spanContext().traceId).toBe(input.spanContext().traceId);
+    });
+  });
+});
+
+async function until(done: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -10,6 +10,7 @@ import { benchQueueBurst } from './queue-burst.bench';
 import { benchRecovery } from './recovery.bench';
 import { benchScale } from './scale.bench';
 import { benchStores } from './stores.bench';
+import { benchTracing } from './tracing.bench';
 import { benchTurnCost } from './turn-cost.bench';
 import { benchTurns } from './turns.bench';
 import { benchUsage } from './usage.bench';
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     await benchRecovery(),
     await benchQueueBurst(),
     await benchTurnCost(),
+    await benchTracing(),
     await benchScale(),
     await benchPeers(),
     await benchDistributed(),

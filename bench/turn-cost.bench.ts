@@ -47,7 +47,7 @@ interface Sample {
 }
 
 /** Runs `turn(session, i)` for `sessions` sessions at once, `turns` each. */
-async function sample(
+export async function sample(
   sessions: number,
   turns: number,
   turn: (session: number, i: number) => Promise<void>,
@@ -84,7 +84,7 @@ async function measure(
 }
 
 /** An agent whose sessions already hold a full window. */
-async function warmAgent(options: SteadyOptions, sessions: number): Promise<SteadyAgent> {
+export async function warmAgent(options: SteadyOptions, sessions: number): Promise<SteadyAgent> {
   const agent = await steadyAgent(options);
   await Promise.all(
     Array.from({ length: sessions }, async (_, s) => {
@@ -103,7 +103,7 @@ async function warmAgent(options: SteadyOptions, sessions: number): Promise<Stea
 
 let questions = 0;
 /** One agent turn; throws unless the turn replied. */
-async function agentTurn(agent: SteadyAgent, session: number): Promise<void> {
+export async function agentTurn(agent: SteadyAgent, session: number): Promise<void> {
   const settled = await agent.agent.handleMessage({
     sessionId: `s${session}`,
     content: `question ${++questions}: what does the lookup say?`,
@@ -114,7 +114,7 @@ async function agentTurn(agent: SteadyAgent, session: number): Promise<void> {
 }
 
 /** The bare loop's sessions: a provider and one message array per session. */
-function bareSessions(sessions: number) {
+export function bareSessions(sessions: number) {
   const provider = new ZeroLatencyProvider();
   const histories: ModelMessage[][] = Array.from({ length: sessions }, () => [
     { role: 'system', content: 'You are a helpful assistant.' },

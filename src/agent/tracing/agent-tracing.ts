@@ -3,13 +3,13 @@ import {
   context,
   ProxyTracerProvider,
   ROOT_CONTEXT,
-  SpanKind,
   SpanStatusCode,
   trace,
   type Context,
   type Link,
   type Span,
   type Tracer,
+  type TracerProvider,
 } from '@opentelemetry/api';
 import {
   contextOf,
@@ -34,12 +34,11 @@ import {
   type TurnInfo,
 } from '../instrumentation';
 import type { ToolResult } from '../tools';
+import { failed, traceModelCall, traceToolCall } from './call-spans';
 import { recordSlowHook } from './hook-spans';
 import {
-  answerAttributes,
   byAttributes,
   outcomeOf,
-  outputMessages,
   settlementAttributes,
   SPAN,
   TRACER_NAME,
@@ -63,6 +62,8 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
   /** Live `invoke_agent` spans by turn id. */
   private readonly turns = new Map<string, TurnRecord>();
   private removeLayer?: () => void;
+  private delegate?: TracerProvider;
+  private cachedTracer?: Tracer;
 
   /** Slow middleware calls as spans, timed only while a tracer is registered. */
   private readonly hookObserver: HookObserver;
@@ -89,9 +90,34 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
     this.hooks.observe(undefined);
   }
 
-  async input(info: InputInfo, run: () => Promise<Settlement>): Promise<Settlement> {
+  input(info: InputInfo, run: () => Promise<Settlement>): Promise<Settlement> {
+    // Not async: with no SDK registered the work runs as if there were no layer.
     const tracer = this.tracer();
-    if (!tracer) return run();
+    return tracer ? this.tracedInput(tracer, info, run) : run();
+  }
+
+  turn(info: TurnInfo, run: () => Promise<TurnConclusion>): Promise<TurnConclusion> {
+    const tracer = this.tracer();
+    return tracer ? this.tracedTurn(tracer, info, run) : run();
+  }
+
+  modelCall(info: ModelCallInfo, run: () => Promise<ChatResponse>): Promise<ChatResponse> {
+    const record = this.turns.get(info.turnId);
+    const tracer = record && this.tracer();
+    return tracer ? traceModelCall(tracer, record, info, run, this.options.traceContent) : run();
+  }
+
+  toolCall(info: ToolCallInfo, run: () => Promise<ToolResult>): Promise<ToolResult> {
+    const record = this.turns.get(info.turnId);
+    const tracer = record && this.tracer();
+    return tracer ? traceToolCall(tracer, record, info, run, this.options.traceContent) : run();
+  }
+
+  private async tracedInput(
+    tracer: Tracer,
+    info: InputInfo,
+    run: () => Promise<Settlement>,
+  ): Promise<Settlement> {
     // An input taken up again continues its trace; a new one starts under its ingress (an HTTP
     // server span of the host's instrumentation, say).
     const parent = info.traceparent ? contextOf(info.traceparent) : context.active();
@@ -112,9 +138,11 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
     }
   }
 
-  async turn(info: TurnInfo, run: () => Promise<TurnConclusion>): Promise<TurnConclusion> {
-    const tracer = this.tracer();
-    if (!tracer) return run();
+  private async tracedTurn(
+    tracer: Tracer,
+    info: TurnInfo,
+    run: () => Promise<TurnConclusion>,
+  ): Promise<TurnConclusion> {
     const [first, ...others] = info.inputs;
     const parent = first ? this.parentOf(first) : ROOT_CONTEXT;
     const links = others.map((m) => this.linkTo(m)).filter((l): l is Link => l !== undefined);
@@ -155,82 +183,6 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
     }
   }
 
-  async modelCall(info: ModelCallInfo, run: () => Promise<ChatResponse>): Promise<ChatResponse> {
-    const record = this.turns.get(info.turnId);
-    const tracer = record && this.tracer();
-    if (!record || !tracer) return run();
-    record.modelCalls++;
-    const span = tracer.startSpan(
-      SPAN.chat(info.model),
-      {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': info.provider,
-          'gen_ai.request.model': info.model,
-          'gen_ai.conversation.id': info.sessionId,
-          'agent.turn.id': info.turnId,
-        },
-      },
-      trace.setSpan(ROOT_CONTEXT, record.span),
-    );
-    if (this.options.traceContent) {
-      span.setAttribute('gen_ai.input.messages', JSON.stringify(info.messages));
-    }
-    try {
-      const response = await context.with(trace.setSpan(context.active(), span), run);
-      span.setAttributes(answerAttributes(response));
-      if (info.usage) {
-        span.setAttributes({
-          'agent.usage.used': info.usage.used,
-          'agent.usage.trimmed': info.usage.trimmed,
-        });
-      }
-      if (this.options.traceContent)
-        span.setAttribute('gen_ai.output.messages', outputMessages(response));
-      return response;
-    } catch (error) {
-      if (!info.signal.aborted) failed(span, error);
-      throw error;
-    } finally {
-      span.end();
-    }
-  }
-
-  async toolCall(info: ToolCallInfo, run: () => Promise<ToolResult>): Promise<ToolResult> {
-    const record = this.turns.get(info.turnId);
-    const tracer = record && this.tracer();
-    if (!record || !tracer) return run();
-    record.toolCalls++;
-    const span = tracer.startSpan(
-      SPAN.tool(info.name),
-      {
-        attributes: {
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': info.name,
-          'gen_ai.tool.call.id': info.callId,
-          'gen_ai.conversation.id': info.sessionId,
-          'agent.turn.id': info.turnId,
-        },
-      },
-      trace.setSpan(ROOT_CONTEXT, record.span),
-    );
-    if (this.options.traceContent) {
-      span.setAttribute('gen_ai.tool.call.arguments', JSON.stringify(info.args ?? null));
-    }
-    try {
-      const result = await context.with(trace.setSpan(context.active(), span), run);
-      if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.content });
-      if (this.options.traceContent) span.setAttribute('gen_ai.tool.call.result', result.content);
-      return result;
-    } catch (error) {
-      failed(span, error);
-      throw error;
-    } finally {
-      span.end();
-    }
-  }
-
   joined(info: JoinInfo): void {
     const record = this.turns.get(info.turnId);
     if (!record) return;
@@ -248,9 +200,15 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
   /** The registered tracer, or `undefined` when the host registered no SDK. */
   private tracer(): Tracer | undefined {
     const provider = trace.getTracerProvider();
-    return provider instanceof ProxyTracerProvider
-      ? provider.getDelegateTracer(TRACER_NAME)
-      : provider.getTracer(TRACER_NAME);
+    if (!(provider instanceof ProxyTracerProvider)) return provider.getTracer(TRACER_NAME);
+    // The global provider is a proxy whose delegate is the host's SDK once registered: the
+    // tracer is looked up again only when the delegate changed.
+    const delegate = provider.getDelegate();
+    if (delegate !== this.delegate) {
+      this.delegate = delegate;
+      this.cachedTracer = provider.getDelegateTracer(TRACER_NAME);
+    }
+    return this.cachedTracer;
   }
 
   /** A turn's parent: its input's live span here, else the span the input carried here. */
@@ -287,10 +245,4 @@ function inputAttributes(info: InputInfo) {
 
 function linkOf(span: Span): Link {
   return { context: span.spanContext() };
-}
-
-function failed(span: Span, error: unknown): void {
-  const message = error instanceof Error ? error.message : String(error);
-  span.setStatus({ code: SpanStatusCode.ERROR, message });
-  if (error instanceof Error) span.recordException(error);
 }

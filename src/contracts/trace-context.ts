@@ -1,4 +1,6 @@
 import {
+  context,
+  createContextKey,
   isSpanContextValid,
   ROOT_CONTEXT,
   trace,
@@ -39,4 +41,29 @@ export function activeTraceparent(): string | undefined {
 export function contextOf(traceparent: string | undefined): Context {
   const span = spanContextOf(traceparent);
   return span ? trace.setSpanContext(ROOT_CONTEXT, span) : ROOT_CONTEXT;
+}
+
+/** Where an input came in: `rest`, `socket`, or a host's own (`library` when none said). */
+export type InputIngress = 'rest' | 'socket' | (string & {});
+
+const INGRESS = createContextKey('nest-agent-orchestrator.input.ingress');
+
+/**
+ * Runs `fn` (which hands an input to the agent) marked with its ingress, under the caller's
+ * `traceparent` when the request brought one and no span is active yet (no HTTP
+ * instrumentation of the host's took it up). The `agent.input` span names the ingress and
+ * continues that trace. Without a registered OpenTelemetry context manager this is `fn()`.
+ */
+export function withIngress<T>(ingress: InputIngress, traceparent: unknown, fn: () => T): T {
+  let active = context.active();
+  if (typeof traceparent === 'string' && !trace.getSpan(active)) {
+    const remote = spanContextOf(traceparent.trim());
+    if (remote) active = trace.setSpanContext(active, remote);
+  }
+  return context.with(active.setValue(INGRESS, ingress), fn);
+}
+
+/** The ingress `withIngress` marked the active context with, if any. */
+export function activeIngress(): InputIngress | undefined {
+  return context.active().getValue(INGRESS) as InputIngress | undefined;
 }

@@ -5,6 +5,7 @@ import {
   ROOT_CONTEXT,
   SpanStatusCode,
   trace,
+  type Attributes,
   type Context,
   type Link,
   type Span,
@@ -12,6 +13,7 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import {
+  activeIngress,
   contextOf,
   spanContextOf,
   traceparentOf,
@@ -121,7 +123,9 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
     // An input taken up again continues its trace; a new one starts under its ingress (an HTTP
     // server span of the host's instrumentation, say).
     const parent = info.traceparent ? contextOf(info.traceparent) : context.active();
-    const span = tracer.startSpan(SPAN.input, { attributes: inputAttributes(info) }, parent);
+    const attributes = inputAttributes(info);
+    attributes['agent.input.ingress'] = activeIngress() ?? 'library';
+    const span = tracer.startSpan(SPAN.input, { attributes }, parent);
     if (this.options.traceContent) span.setAttribute('agent.input.content', info.content);
     info.traceparent = traceparentOf(span.spanContext());
     this.inputs.set(info.id, span);
@@ -234,7 +238,7 @@ export class AgentTracing implements InstrumentationLayer, OnModuleInit, OnModul
   }
 }
 
-function inputAttributes(info: InputInfo) {
+function inputAttributes(info: InputInfo): Attributes {
   return {
     'gen_ai.conversation.id': info.sessionId,
     'agent.input.id': info.id,

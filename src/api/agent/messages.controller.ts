@@ -1,5 +1,6 @@
-import { Body, Controller, HttpCode, HttpStatus, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Headers, HttpCode, HttpStatus, Post, Query, Res } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { withIngress } from '../../contracts';
 import { ApiErrorResponses } from '../http/api-docs';
 import { AgentApiRoutes } from '../http/api-routes.decorator';
 import type { HttpResponse } from '../http/http-types';
@@ -25,8 +26,12 @@ export class MessagesController {
     @Body() body: MessageDto,
     @Query() query: WaitQueryDto,
     @Res({ passthrough: true }) response: HttpResponse,
+    @Headers('traceparent') traceparent?: string,
   ): Promise<AcceptedResponse | SettledResponse> {
     if (query.wait) response.status(HttpStatus.OK);
-    return this.api.submit(mapIncomingMessage(body), query.wait === true);
+    // A W3C `traceparent` header makes the input's trace a child of the caller's.
+    return withIngress('rest', traceparent, () =>
+      this.api.submit(mapIncomingMessage(body), query.wait === true),
+    );
   }
 }

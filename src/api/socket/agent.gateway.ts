@@ -7,7 +7,7 @@ import {
   type OnGatewayInit,
 } from '@nestjs/websockets';
 import type { Namespace, Socket } from 'socket.io';
-import type { Actor } from '../../contracts';
+import { withIngress, type Actor } from '../../contracts';
 import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
@@ -79,7 +79,8 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
     return this.guarded(async () => {
       const parsed = await validatePayload(MessageDto, payload);
       if ('error' in parsed) return parsed.error;
-      await this.api.submit(mapIncomingMessage(parsed.value), false);
+      const message = mapIncomingMessage(parsed.value);
+      await withIngress('socket', undefined, () => this.api.submit(message, false));
       return { accepted: true as const };
     });
   }

@@ -10,7 +10,7 @@ export interface TurnEndFields {
   outcome: TurnOutcome;
   /** From the turn's start to its end, bookkeeping and `agent:turn:after` included. */
   durationMs: number;
-  /** Model calls made (format retries included). */
+  /** Model calls that answered (format retries included; one stopped mid-answer is not). */
   modelCalls: number;
   /** Tool calls the model asked for (refused and unknown ones included). */
   toolCalls: number;
@@ -33,6 +33,7 @@ export interface TurnEndFields {
  * `ConsoleLogger({ json: true })` and pino-like loggers alike); a text logger writes the
  * human-readable line (`toString`, and `util.inspect`, which Nest's text `ConsoleLogger` prints
  * non-string messages through), with what users wrote escaped (`escapeForLog`).
+ * @internal
  */
 export class TurnEndLog {
   constructor(readonly fields: TurnEndFields) {}

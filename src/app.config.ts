@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { trustProxyProblem, type TrustProxy } from './server';
+import { trustProxyProblem, type TracingSettings, type TrustProxy } from './server';
 
 /**
  * The server's configuration, read once from the environment (README.md, "Configuration
@@ -51,6 +51,10 @@ export interface AppConfig {
     admin: { limit: number; ttlMs: number };
     auth: { limit: number; ttlMs: number };
   };
+  /** `LOG_FORMAT`: human-readable lines, or one JSON object per line. */
+  logFormat: 'text' | 'json';
+  /** OpenTelemetry tracing, when an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_*ENDPOINT`). */
+  tracing?: TracingSettings;
 }
 
 /** A configuration error: one line naming the variable. */
@@ -192,6 +196,39 @@ function distribution(
   };
 }
 
+/** `LOG_FORMAT`: `text` (the default) or `json`. */
+function logFormat(env: NodeJS.ProcessEnv): AppConfig['logFormat'] {
+  const raw = env.LOG_FORMAT?.trim() || 'text';
+  if (raw !== 'text' && raw !== 'json') {
+    throw new ConfigError(`LOG_FORMAT must be text or json, got "${raw}"`);
+  }
+  return raw;
+}
+
+/** The service name traces carry unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` says. */
+export const DEFAULT_SERVICE_NAME = 'nest-agent-orchestrator';
+
+/**
+ * Tracing, when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set
+ * (and `OTEL_SDK_DISABLED` is not `true`): the endpoints must be http(s) URLs and the protocols
+ * ones the exporter speaks. The SDK reads the other `OTEL_*` variables itself.
+ */
+function tracing(env: NodeJS.ProcessEnv): TracingSettings | undefined {
+  const set = (name: string) => env[name]?.trim() || undefined;
+  const endpoints = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
+  for (const name of endpoints) if (set(name)) url(name, set(name)!, ['http:', 'https:']);
+  for (const name of ['OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL']) {
+    const protocol = set(name);
+    if (protocol && !['http/protobuf', 'http/json', 'grpc'].includes(protocol)) {
+      throw new ConfigError(`${name} must be http/protobuf, http/json or grpc, got "${protocol}"`);
+    }
+  }
+  if (!endpoints.some(set) || set('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return undefined;
+  const named = /(^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  const serviceName = set('OTEL_SERVICE_NAME') ?? (named ? undefined : DEFAULT_SERVICE_NAME);
+  return serviceName ? { serviceName } : {};
+}
+
 /** Reads and validates the environment; throws `ConfigError` naming the bad variable. */
 export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const host = env.HOST ?? '127.0.0.1';
@@ -230,6 +267,8 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     http: httpLimits(env),
     trustProxy: trustProxy(env),
     rateLimits: rateLimits(env),
+    logFormat: logFormat(env),
+    tracing: tracing(env),
   };
 }
 

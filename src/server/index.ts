@@ -5,3 +5,4 @@ export * from './metrics.controller';
 export * from './request-pacer';
 export * from './server-options';
 export * from './server.setup';
+export * from './tracing-sdk';

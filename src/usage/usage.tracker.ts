@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import {
   CONTRIBUTION_BUCKETS,
+  escapeForLog,
   type ModelMessage,
   type ToolDefinition,
   type TokenUsageEvent,
@@ -47,18 +48,15 @@ export interface UsageEventInput {
   bucketed?: BucketedUsage;
 }
 
-/** Usage levels of the throttled log, by `usageRatio`: >= .85, >= .7, >= .5, below. */
+/** Usage levels by `usageRatio`: >= .85, >= .7, >= .5, below. */
 export const USAGE_LEVELS = ['OK', 'INFO', 'WARN', 'CRITICAL'] as const;
 
 /** A usage level name. */
 export type UsageLevel = (typeof USAGE_LEVELS)[number];
 
-/** Every this many events of a session the log line is written even if the level did not change. */
-export const USAGE_LOG_EVERY = 10;
-
 /**
- * Most sessions whose log state is kept, the most recently active ones: an idle session costs
- * nothing here, and one that comes back after it was forgotten logs its next line as a first.
+ * Most sessions whose last level is kept, the most recently active ones: an idle session costs
+ * nothing here, and one that comes back after it was forgotten warns again if it is high.
  */
 const MAX_LOG_SESSIONS = 1_000;
 
@@ -87,16 +85,15 @@ export function topBuckets(breakdown: UsageBreakdown, n = 3): Array<[UsageBucket
 }
 
 /**
- * Builds `token:usage` events (U2-U7) from the list as sent, and writes a throttled usage log.
- * `buildEvent` is synchronous so the agent can emit the event as soon as a call returns (I12).
+ * Builds `token:usage` events (U2-U7) from the list as sent, and warns when a session's usage
+ * climbs to WARN or CRITICAL. `buildEvent` is synchronous so the agent can emit the event as
+ * soon as a call returns (I12). The usage of every turn is in its turn-end log line.
  */
 @Injectable()
 export class UsageTracker {
   private readonly logger = new Logger(UsageTracker.name);
-  private readonly logState = new Map<
-    string,
-    { count: number; lastLevel: number; lastTurn?: string }
-  >();
+  /** Session -> its last usage level (index in `USAGE_LEVELS`). */
+  private readonly levels = new Map<string, number>();
 
   /** @param estimator counts (and caches) message and tool tokens. */
   constructor(private readonly estimator: TokenEstimator) {}
@@ -148,47 +145,39 @@ export class UsageTracker {
   }
 
   /**
-   * Throttled usage log: one line when the session's level (OK / INFO / WARN / CRITICAL) changes
-   * and on its 1st, 11th, 21st... event, naming the top three buckets. Returns whether it logged.
+   * Usage warnings: one line when a session's level changes to WARN (`usageRatio` >= .7) or
+   * CRITICAL (>= .85), naming the top three buckets; nothing for OK and INFO (the turn-end log
+   * line has every turn's usage). Returns whether it logged.
    */
   noteUsage(event: TokenUsageEvent): boolean {
-    let state = this.logState.get(event.sessionId);
+    const last = this.levels.get(event.sessionId);
     // Re-inserted on use: the map's first key is the least recently active session.
-    if (state) this.logState.delete(event.sessionId);
-    else state = { count: 0, lastLevel: -1 };
-    this.logState.set(event.sessionId, state);
-    if (this.logState.size > MAX_LOG_SESSIONS) {
-      this.logState.delete(this.logState.keys().next().value as string);
-    }
-    // Count turns, not calls: a 20-call tool loop is one turn. Snapshots count as their own.
-    const newTurn = event.turnId === undefined || event.turnId !== state.lastTurn;
-    if (newTurn) state.count += 1;
-    state.lastTurn = event.turnId;
+    if (last !== undefined) this.levels.delete(event.sessionId);
     const level = usageLevel(event.usageRatio);
-    const changed = level !== state.lastLevel;
-    state.lastLevel = level;
-    if (!changed && !(newTurn && state.count % USAGE_LOG_EVERY === 1)) return false;
-    const line = formatUsageLine(event, USAGE_LEVELS[level]);
-    if (level >= 2) this.logger.warn(line);
-    else this.logger.log(line);
+    this.levels.set(event.sessionId, level);
+    if (this.levels.size > MAX_LOG_SESSIONS) {
+      this.levels.delete(this.levels.keys().next().value as string);
+    }
+    if (level === last || level < 2) return false;
+    this.logger.warn(formatUsageLine(event, USAGE_LEVELS[level]));
     return true;
   }
 
-  /** Drops the log state of a session (e.g. when it is deleted). */
+  /** Drops the last level of a session (e.g. when it is deleted). */
   forget(sessionId: string): void {
-    this.logState.delete(sessionId);
+    this.levels.delete(sessionId);
   }
 }
 
-/** One usage log line: session, used / window (percent), level, top three buckets. */
+/** One usage warning line: session, used / window (percent), level, top three buckets. */
 export function formatUsageLine(event: TokenUsageEvent, level: UsageLevel): string {
   const percent = (event.usageRatio * 100).toFixed(1);
   const top = topBuckets(event.breakdown)
     .map(([bucket, tokens]) => `${bucket} ${tokens}`)
     .join(', ');
-  const turn = event.turnId ? ` turn=${event.turnId}` : ' snapshot';
+  const turn = event.turnId ? ` turn ${escapeForLog(event.turnId)}` : ' snapshot';
   return (
-    `[${event.sessionId}]${turn} ${level} ${event.used}/${event.contextWindow} tokens ` +
-    `(${percent}%); top: ${top || 'none'}; reserve ${event.breakdown.reservedForReply}`
+    `session ${escapeForLog(event.sessionId)}${turn} ${level} ` +
+    `${event.used}/${event.contextWindow} tokens (${percent}%); top: ${top || 'none'}; reserve ${event.breakdown.reservedForReply}`
   );
 }

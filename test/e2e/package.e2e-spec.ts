@@ -46,6 +46,7 @@ const SERVER_ONLY = [
   'better-sqlite3',
   'pg',
   '@anthropic-ai/sdk',
+  '@opentelemetry/sdk-node',
 ];
 
 interface Run {
@@ -267,6 +268,7 @@ describe('the packed library in a host application (examples/host-app)', () => {
       'better-sqlite3',
       'pg',
       '@anthropic-ai/sdk',
+      '@opentelemetry/sdk-node',
     ]);
   }
 

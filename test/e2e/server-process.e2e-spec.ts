@@ -133,6 +133,9 @@ describe('the server process (src/main.ts)', () => {
     ['HTTP_PUBLIC_RATE_LIMIT', 'many'],
     ['TRUST_PROXY', 'true'],
     ['TRUST_PROXY', '0.0.0.0/99'],
+    ['LOG_FORMAT', 'xml'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/xml'],
   ])(
     'bad configuration %s=%s: exits non-zero printing one line naming the variable',
     async (name, value) => {

@@ -88,9 +88,9 @@ export class ServerProcess {
     });
   }
 
-  /** The URL the server listens on, once it says so. */
+  /** The URL the server listens on, once it says so (in a text or a JSON log line). */
   async url(): Promise<string> {
-    const [, url] = await this.waitForOutput(/Listening on (http:\/\/\S+)/);
+    const [, url] = await this.waitForOutput(/Listening on (http:\/\/[^\s"]+)/);
     return url;
   }
 

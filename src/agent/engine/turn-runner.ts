@@ -13,6 +13,7 @@ import { basePrompt } from './phases/prompt-step';
 import type { EnginePorts, LaneHandle } from './ports';
 import type { Turn } from './turn';
 import { describeError } from './describe-error';
+import { turnEndLog } from './turn-end-log';
 import { finaliseReply, runSteps, throwIfAborted, type LoopPorts } from './turn-loop';
 import { TurnState } from './turn-state';
 
@@ -178,10 +179,8 @@ export class TurnRunner {
         this.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
       );
     ports.events.emit('agent:turn:end', { sessionId: turn.sessionId, ...end });
-    const reason = turn.stop?.reason ? ` (reason: ${escapeForLog(turn.stop.reason)})` : '';
-    this.logger.log(
-      `turn ${turn.id} session ${escapeForLog(turn.sessionId)} ended ${end.outcome}${reason}`,
-    );
+    // One structured line per turn (README, "Logs and traces"); S3: the only place of `reason`.
+    this.logger.log(turnEndLog(state, end.outcome));
     return end;
   }
 }

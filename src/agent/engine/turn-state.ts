@@ -5,6 +5,7 @@ import type {
   SessionSettings,
   TurnEntry,
   NewMessage,
+  TokenUsageEvent,
 } from '../../contracts';
 import { WellKnownMetadataKeys } from '../../contracts';
 import type { ResolvedModel } from '../../llm';
@@ -42,6 +43,12 @@ export class TurnState {
   historyCut = 0;
   /** Model calls made so far (format retries included). */
   calls = 0;
+  /** Tool calls the model asked for so far (refused and unknown ones included). */
+  toolCalls = 0;
+  /** The last model call's `token:usage` event (the turn-end log line's context usage). */
+  lastUsage?: TokenUsageEvent;
+  /** When the turn started (`performance.now()`), for its duration in the turn-end log line. */
+  readonly startedAt = performance.now();
   /** Whether inputs or tool groups of this turn are persisted (P5). */
   persistedAny = false;
   /** Prompt tokens of the last call and completion tokens of all calls. */

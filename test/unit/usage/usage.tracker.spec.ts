@@ -250,7 +250,7 @@ describe('UsageTracker', () => {
     // Starting worker threads takes seconds on a loaded 2-core machine.
   }, 20_000);
 
-  it('logs on a level change and every 10th turn, naming the top three buckets', () => {
+  it('warns when a session climbs to WARN or CRITICAL, naming the top three buckets; OK and INFO write nothing (the turn-end line has every turn)', () => {
     const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     let turn = 1;
@@ -258,46 +258,53 @@ describe('UsageTracker', () => {
       ...tracker.buildEvent(input({ sessionId: 'log', turnId })),
       usageRatio: ratio,
     });
-    const logged: boolean[] = [];
-    for (let i = 0; i < 12; i++) logged.push(tracker.noteUsage(at(0.1)));
-    expect(logged).toEqual([true, ...Array(9).fill(false), true, false]);
-    // The calls of one tool loop are one turn: a 20-call turn does not log twice.
-    const loop = Array.from({ length: 20 }, () => tracker.noteUsage(at(0.1, 'loop')));
-    expect(loop.filter(Boolean)).toHaveLength(0);
-    expect(log.mock.calls[0][0]).toMatch(
-      /\[log\] turn=t1 OK \d+\/128000 tokens .*top: history \d+/,
-    );
-    expect(log.mock.calls[0][0].split('top: ')[1].split(';')[0].split(', ')).toHaveLength(3);
-    expect(tracker.noteUsage(at(0.55))).toBe(true);
+    const quiet = [0.1, 0.1, 0.55, 0.6, 0.1].map((ratio) => tracker.noteUsage(at(ratio)));
+    expect(quiet).toEqual([false, false, false, false, false]);
     expect(tracker.noteUsage(at(0.72))).toBe(true);
+    expect(tracker.noteUsage(at(0.75))).toBe(false);
     expect(tracker.noteUsage(at(0.9))).toBe(true);
     expect(tracker.noteUsage(at(0.95))).toBe(false);
+    expect(log).not.toHaveBeenCalled();
     expect(warn).toHaveBeenCalledTimes(2);
+    expect(warn.mock.calls[0][0]).toMatch(
+      /^session "log" turn "t6" WARN \d+\/128000 tokens \(72\.0%\); top: history \d+/,
+    );
+    expect(warn.mock.calls[0][0].split('top: ')[1].split(';')[0].split(', ')).toHaveLength(3);
     expect(warn.mock.calls[1][0]).toMatch(/CRITICAL/);
     tracker.forget('log');
     expect(tracker.noteUsage(at(0.95))).toBe(true);
   });
 
-  it('keeps the log state of the 1,000 most recently active sessions: an active one is not forgotten, an idle one is', () => {
-    jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+  it('usage warnings escape what users wrote: a forged line in a session id stays on one line', () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const event = tracker.buildEvent(input({ sessionId: 'evil\nINFO forged', turnId: 't' }));
+
+    tracker.noteUsage({ ...event, usageRatio: 0.9 });
+
+    expect(warn.mock.calls[0][0]).toContain('session "evil\\nINFO forged"');
+    expect(warn.mock.calls[0][0]).not.toContain('\n');
+  });
+
+  it('keeps the last level of the 1,000 most recently active sessions: an active one is not forgotten, an idle one is', () => {
+    jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const base = tracker.buildEvent(input({ sessionId: 'x', turnId: 't' }));
     let turn = 0;
-    const event = (sessionId: string): TokenUsageEvent => ({
+    const event = (sessionId: string, usageRatio = 0.9): TokenUsageEvent => ({
       ...base,
       sessionId,
       turnId: `t${++turn}`,
-      usageRatio: 0.1,
+      usageRatio,
     });
     expect(tracker.noteUsage(event('active'))).toBe(true);
     expect(tracker.noteUsage(event('idle'))).toBe(true);
     // 1,500 other sessions come and go; `active` has a turn every 100 of them.
     for (let i = 0; i < 1500; i++) {
-      tracker.noteUsage(event(`other-${i}`));
+      tracker.noteUsage(event(`other-${i}`, 0.1));
       if (i % 100 === 99 && i < 800) expect(tracker.noteUsage(event('active'))).toBe(false);
     }
-    // Its 10th turn does not log (the 11th would), so its count was kept.
+    // Still CRITICAL and remembered: no second warning.
     expect(tracker.noteUsage(event('active'))).toBe(false);
-    // `idle` was forgotten: its next turn logs as a first.
+    // `idle` was forgotten: its next CRITICAL turn warns again.
     expect(tracker.noteUsage(event('idle'))).toBe(true);
   });
 });

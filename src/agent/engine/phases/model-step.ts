@@ -181,6 +181,7 @@ export function recordCall(
     historyMessages: state.historyMessages,
     historyLimit: historyLimitOf(ports.options, state),
   });
+  state.lastUsage = event;
   ports.events.emit('token:usage', event);
   ports.usage.noteUsage(event);
   return event;

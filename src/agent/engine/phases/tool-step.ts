@@ -45,6 +45,7 @@ export async function runToolCalls(
   /** Names of the tools the call offered; a call of any other tool gets the unknown-tool result. */
   offered?: ReadonlySet<string>,
 ): Promise<ModelMessage[]> {
+  state.toolCalls += assistant.toolCalls.length;
   const executed = await Promise.all(
     assistant.toolCalls.map((call) => runOne(deps, state, call, offered)),
   );

@@ -8,6 +8,7 @@ import {
 } from '../../../../src/contracts';
 import { BytePairEncodingCore } from 'gpt-tokenizer/cjs/BytePairEncodingCore';
 import type { Turn } from '../../../../src/agent/engine/turn';
+import { TurnEndLog } from '../../../../src/agent/engine/turn-end-log';
 import { TurnRunner } from '../../../../src/agent/engine/turn-runner';
 import { TurnScheduler } from '../../../../src/agent/engine/turn-scheduler';
 import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
@@ -221,6 +222,40 @@ describe('TurnRunner', () => {
         ids.add((payload as { turnId: string }).turnId);
       ids.add(turnAfter.mock.calls[0][0].turnId);
       expect([...ids]).toEqual([turn.id]);
+    });
+
+    it('turn-end log line: one line for the turn (context Turn) with its model calls, tool calls, tokens and usage; no by, reason or trace id', async () => {
+      const { run, deps, provider, turn } = await setup();
+      deps.tools.register({
+        name: 'clock',
+        description: 'Tells the time',
+        parameters: { type: 'object' },
+        handler: () => '12:00',
+      });
+      provider.script(
+        answers.tools([newToolCall('clock'), newToolCall('clock')], '', { promptTokens: 40 }),
+        answers.text('Noon.', { promptTokens: 50, completionTokens: 2 }),
+      );
+
+      await run();
+
+      expect(logger.log).toHaveBeenCalledTimes(1);
+      const [line] = logger.log.mock.calls[0] as [TurnEndLog];
+      expect(line).toBeInstanceOf(TurnEndLog);
+      expect(line.toJSON()).toEqual({
+        sessionId: SESSION_ID,
+        turnId: turn.id,
+        outcome: 'replied',
+        durationMs: expect.any(Number),
+        modelCalls: 2,
+        toolCalls: 2,
+        tokens: { prompt: 50, completion: 2 },
+        used: 50,
+        usageRatio: expect.any(Number),
+      });
+      expect(String(line)).toMatch(
+        new RegExp(`^turn ${turn.id} session "${SESSION_ID}" ended replied in \\d+ ms: `),
+      );
     });
   });
 
@@ -470,9 +505,16 @@ describe('TurnRunner', () => {
         expect.objectContaining({ outcome: 'aborted', reply: '' }),
       );
       expect(streamEnds()).toHaveLength(1);
-      expect(logger.log).toHaveBeenCalledWith(
-        expect.stringContaining('ended aborted (reason: "took too long")'),
-      );
+      expect(logger.log).toHaveBeenCalledTimes(1);
+      const [line] = logger.log.mock.calls[0] as [TurnEndLog];
+      expect(line.toJSON()).toMatchObject({
+        outcome: 'aborted',
+        modelCalls: 0,
+        by: alice,
+        reason: 'took too long',
+      });
+      expect(String(line)).toContain('ended aborted in ');
+      expect(String(line)).toContain('; stopped by "im:alice" (reason: "took too long")');
     });
 
     it('S3, P5: a turn stopped inside agent:turn:before still archives its inputs and leaves a stop marker', async () => {

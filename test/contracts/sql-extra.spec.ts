@@ -40,7 +40,17 @@ async function migratedFromInbox(url: string, open: SqlStores[]) {
   let ran: string[];
   try {
     const provider = new InCodeMigrationProvider(opened.dialect);
-    const migrator = new Migrator({ db: opened.db, provider });
+    // Pinned to this schema, as `migrateToLatest` does: other tests' schemas hold the same tables.
+    const schema =
+      opened.dialect === 'postgres'
+        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(opened.db))
+            .rows[0].schema
+        : undefined;
+    const migrator = new Migrator({
+      db: opened.db,
+      provider,
+      ...(schema ? { migrationTableSchema: schema } : {}),
+    });
     expect((await migrator.migrateTo('0002_inbox')).error).toBeUndefined();
     for (const [id, updated] of [
       ['old-a', '2020-01-01T00:00:03.000Z'],

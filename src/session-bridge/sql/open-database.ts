@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely } from 'kysely';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Pool, PoolConfig } from 'pg';
 import { AgentError, type WriteFencing } from '../../contracts';
 import { migrateToLatest } from './migrations';
 import { discardingBrokenClients, postgresTimeouts } from './postgres-pool';
+import { SchemaScopedPostgresDialect } from './postgres-introspector';
 import type { Database, SqlDialect } from './schema';
 import { SqlSessionFences } from './sql-fences';
 import { SqlInputInbox } from './sql-input.inbox';
@@ -206,7 +207,9 @@ async function openPostgres(url: string, timeoutMs: number): Promise<OpenDatabas
   }
   const isServerError = (error: unknown) => error instanceof pg.DatabaseError;
   const db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool: discardingBrokenClients(pool, isServerError) }),
+    dialect: new SchemaScopedPostgresDialect({
+      pool: discardingBrokenClients(pool, isServerError),
+    }),
   });
   return withClose(db, 'postgres', async () => {
     // Kysely ends the pool only if it ever ran a query.

@@ -116,7 +116,10 @@ describe('the server process: turn-end log lines and traces', () => {
   /** One turn of `sessionId` stopped mid-answer through REST with `reason`; its turn id. */
   async function abortedTurn(url: string, sessionId: string, reason: string): Promise<string> {
     model.enqueue({ text: 'an answer that is held open', chunks: 3, hold: true });
-    const called = model.nextRequest();
+    // The model requests of earlier turns are queued too: wait for this turn's own.
+    const called = (async () => {
+      while ((await model.nextRequest()).messages.at(-1)?.content !== 'go on');
+    })();
     const answer = request(url)
       .post('/agent/messages?wait=true')
       .set('Authorization', `Bearer ${TEST_TOKEN}`)

@@ -84,7 +84,7 @@ describeRedis('tracing in distributed mode', () => {
       expect(parentIdOf(turn)).toBe(input.spanContext().spanId);
       const chat = spans.one('chat test-model', { 'agent.turn.id': settled.turnId });
       expect(parentIdOf(chat)).toBe(turn.spanContext().spanId);
-    });
+    }, 20_000);
 
     it('S1: an input for an idle session woken by a BullMQ job joins its trace on the instance that takes the job', async () => {
       const a = await app('trace-a');
@@ -98,7 +98,7 @@ describeRedis('tracing in distributed mode', () => {
       const turn = spans.one('invoke_agent', { 'agent.turn.id': settled.turnId });
       expect(parentIdOf(turn)).toBe(input.spanContext().spanId);
       expect(turn.spanContext().traceId).toBe(input.spanContext().traceId);
-    });
+    }, 20_000);
   });
 });
 

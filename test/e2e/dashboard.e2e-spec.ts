@@ -309,7 +309,8 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     await content.filter({ hasText: 'Looking' }).waitFor();
 
     // The server side of the page's connection goes away (as when a network drops).
-    const namespace = (a.app.get(AgentGateway) as any).namespace as Namespace;
+    // The gateway's namespace is private: read it as the test's own view of the gateway.
+    const { namespace } = a.app.get<AgentGateway, { namespace: Namespace }>(AgentGateway);
     for (const socket of namespace.sockets.values()) socket.conn.close();
     await page.locator('[data-testid="connection-status"][data-state="offline"]').waitFor();
     // Missed meanwhile: the tool call's start and end, the first chunk of the answer.

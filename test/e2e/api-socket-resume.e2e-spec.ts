@@ -168,6 +168,26 @@ describe('Socket.IO resume of a turn stream (README: Resuming a turn stream)', (
     expect(await live).toMatchObject({ sessionId, phase: 'end', outcome: 'replied' });
   });
 
+  it("a deleted session's turns are not resumable any more", async () => {
+    const sessionId = 'resume-deleted';
+    const stay = await stayer(sessionId);
+    a.server.enqueue({ text: 'soon gone' });
+    const ended = turnEnd(stay.socket);
+    await stay.socket.emitWithAck('message', { sessionId, content: 'go' });
+    const { turnId } = await ended;
+    const before = await a.connect();
+    expect(
+      await before.emitWithAck('subscribe', { sessionId, resume: { turnId, afterSeq: 0 } }),
+    ).toMatchObject({ resumed: true });
+
+    await a.http().delete(`/agent/sessions/${sessionId}`).set(a.auth).expect(204);
+
+    const after = await a.connect();
+    expect(
+      await after.emitWithAck('subscribe', { sessionId, resume: { turnId, afterSeq: 0 } }),
+    ).toEqual({ ok: true, resumed: false, reason: 'unknown' });
+  });
+
   it.each([
     ['resume without turnId', { sessionId: 's', resume: { afterSeq: 0 } }, 'resume.turnId'],
     [

@@ -113,6 +113,7 @@ export type {
   TurnOutcome,
   TurnRecord,
   TurnStartEvent,
+  TurnStreamPosition,
   UsageBreakdown,
   UsageBucket,
   WellKnownMetadataKey,

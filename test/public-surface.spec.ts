@@ -163,6 +163,7 @@ const PUBLIC_NAMES = [
   'TurnOutcome',
   'TurnRecord',
   'TurnStartEvent',
+  'TurnStreamPosition',
   'USAGE_BUCKETS',
   'UsageBreakdown',
   'UsageBucket',
@@ -212,6 +213,7 @@ const API_NAMES = [
   'SocketTurnEvent',
   'StoppedAllResponse',
   'StoppedResponse',
+  'SubscribeAck',
   'SubscribePayload',
   'UsageResponse',
 ];

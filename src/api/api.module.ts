@@ -43,6 +43,7 @@ import { RateLimiter } from './http/rate-limiter';
 import { AgentMetrics } from './metrics/agent-metrics.service';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
+import { TurnReplayBuffer } from './replay/turn-replay.buffer';
 import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
 
@@ -122,6 +123,8 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     SocketDoors,
     QueueCoalescer,
     AgentEventsBridge,
+    // The turns' streams kept for resuming clients (README, "Resuming a turn's stream").
+    { provide: TurnReplayBuffer, useFactory: () => new TurnReplayBuffer() },
   ],
   controllers: [MessagesController, SessionsController],
   exports: [
@@ -132,6 +135,7 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     AgentHealthIndicator,
     AgentBackend,
     RateLimiter,
+    TurnReplayBuffer,
     getOptionsToken(),
     getStorageToken(),
   ],

@@ -17,5 +17,6 @@ export * from './http/http-types';
 export * from './http/rate-limiter';
 export * from './metrics/agent-metrics.service';
 export * from './socket/socket-events';
+export * from './socket/socket.dto';
 export * from './socket/agent.gateway';
 export * from './socket/agent-io.adapter';

@@ -45,5 +45,6 @@ export type {
   SocketAbortPayload,
   SocketToolEvent,
   SocketTurnEvent,
+  SubscribeAck,
   SubscribePayload,
 } from './socket/socket-events';

@@ -8,8 +8,22 @@ export interface QueueEvent {
   waiting: IncomingMessage[];
 }
 
+/**
+ * A turn's stream (README, "Resuming a turn's stream"): `agent:turn:start`, every
+ * `outbound:stream` of the turn (deltas, reasoning deltas, the stream-end marker),
+ * `tool:execute` (start and end) and `agent:turn:end`, numbered in that one order by `seq`:
+ * 1, 2, 3, ... per turn, no gaps. A resuming client replays them by `seq`.
+ */
+export interface TurnStreamPosition {
+  /**
+   * The event's place in its turn's stream, from 1. Set by the engine on every event of a turn;
+   * absent only on the stream-end marker of an input that never entered a turn (no `turnId`).
+   */
+  seq?: number;
+}
+
 /** `outbound:stream`: a chunk of the running answer; `done` is the stream-end marker (I9). */
-export interface StreamEvent {
+export interface StreamEvent extends TurnStreamPosition {
   sessionId: string;
   turnId?: string;
   delta?: string;
@@ -17,8 +31,8 @@ export interface StreamEvent {
   done?: boolean;
 }
 
-/** `agent:turn:start`. */
-export interface TurnStartEvent {
+/** `agent:turn:start` (the first event of its turn's stream, `seq` 1, unless blocked). */
+export interface TurnStartEvent extends TurnStreamPosition {
   sessionId: string;
   turnId: string;
   source?: string;
@@ -26,12 +40,12 @@ export interface TurnStartEvent {
 }
 
 /** `agent:turn:end`: how the turn ended, with its session. */
-export interface TurnEndEvent extends TurnEnd {
+export interface TurnEndEvent extends TurnEnd, TurnStreamPosition {
   sessionId: string;
 }
 
 /** `tool:execute`: a tool call starts or ends. */
-export interface ToolExecuteEvent {
+export interface ToolExecuteEvent extends TurnStreamPosition {
   sessionId: string;
   turnId: string;
   callId: string;

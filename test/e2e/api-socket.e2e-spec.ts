@@ -126,18 +126,30 @@ describe('Socket.IO namespace /agent (README: Socket.IO)', () => {
       const [turnEnd] = await Promise.all([end, done]);
 
       const { turnId } = turnEnd;
-      expect(turnEnd).toEqual({ sessionId: 'stream-1', turnId, phase: 'end', outcome: 'replied' });
+      expect(turnEnd).toEqual({
+        sessionId: 'stream-1',
+        turnId,
+        phase: 'end',
+        outcome: 'replied',
+        seq: expect.any(Number),
+      });
       expect(seen[0]).toEqual({
         event: 'turn',
-        payload: { sessionId: 'stream-1', turnId, phase: 'start' },
+        payload: { sessionId: 'stream-1', turnId, phase: 'start', seq: 1 },
       });
+      // The turn's stream (turn, stream, tool events) is numbered 1, 2, 3, ... without gaps.
+      const numbered = seen.filter((e) => ['turn', 'stream', 'tool'].includes(e.event));
+      expect(numbered.map((e) => e.payload.seq)).toEqual(numbered.map((_, i) => i + 1));
       const deltas = seen
         .filter((e) => e.event === 'stream' && e.payload.delta)
         .map((e) => e.payload);
       expect(deltas.map((d) => d.delta).join('')).toBe('Hello from the model');
       expect(deltas.every((d) => d.turnId === turnId)).toBe(true);
       expect(seen.filter((e) => e.event === 'stream' && e.payload.done)).toEqual([
-        { event: 'stream', payload: { sessionId: 'stream-1', turnId, done: true } },
+        {
+          event: 'stream',
+          payload: { sessionId: 'stream-1', turnId, seq: turnEnd.seq! - 1, done: true },
+        },
       ]);
       expect(seen.find((e) => e.event === 'message')?.payload).toMatchObject({
         sessionId: 'stream-1',
@@ -184,6 +196,7 @@ describe('Socket.IO namespace /agent (README: Socket.IO)', () => {
             callId: expect.any(String),
             name: 'lookup',
             phase: 'start',
+            seq: 2,
           },
           {
             sessionId: 'tool-1',
@@ -192,6 +205,7 @@ describe('Socket.IO namespace /agent (README: Socket.IO)', () => {
             name: 'lookup',
             phase: 'end',
             ok: true,
+            seq: 3,
           },
         ]);
         expect(JSON.stringify(tools)).not.toMatch(/secret/);
@@ -299,7 +313,13 @@ describe('Socket.IO namespace /agent (README: Socket.IO)', () => {
 
       expect(ack).toEqual({ stopped: true });
       expect(again).toEqual({ stopped: false });
-      expect(await end).toEqual({ sessionId: 'abort-s', turnId, phase: 'end', outcome: 'aborted' });
+      expect(await end).toEqual({
+        sessionId: 'abort-s',
+        turnId,
+        phase: 'end',
+        outcome: 'aborted',
+        seq: expect.any(Number),
+      });
       const history = await a.http().get('/agent/sessions/abort-s/history').set(a.auth);
       expect(history.body.messages.at(-1).metadata.turnRecord.by).toEqual({
         platform: 'admin',

@@ -2,7 +2,9 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
+import type { Namespace } from 'socket.io';
 import { ToolRegistry } from '../../src/agent';
+import { AgentGateway } from '../../src/api';
 import { DASHBOARD_CSP } from '../../src/api/dashboard/dashboard.controller';
 import {
   MessageArchive,
@@ -292,6 +294,41 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     await page.locator('[data-testid="selected-session-state"][data-state="idle"]').waitFor();
     expect(await page.getByTestId('stop-button').isDisabled()).toBe(true);
     expect(a.server.heldCount).toBe(0);
+  });
+
+  it('a connection lost mid-turn: after the reconnect the page resumes the turn and shows everything once', async () => {
+    const page = await openDashboard();
+    // A tool call held, then a text held after its first chunk.
+    a.server.enqueue(
+      { text: 'Looking', toolCalls: [{ name: 'missing_tool', arguments: {} }], hold: true },
+      { text: 'The answer comes in four chunks.', chunks: 4, hold: true },
+    );
+    const turnId = await sendAndHold(page, 'dash-resume', 'resume me');
+    const turn = turnOf(page, turnId);
+    const content = turn.getByTestId('turn-content');
+    await content.filter({ hasText: 'Looking' }).waitFor();
+
+    // The server side of the page's connection goes away (as when a network drops).
+    // The gateway's namespace is private: read it as the test's own view of the gateway.
+    const { namespace } = a.app.get<AgentGateway, { namespace: Namespace }>(AgentGateway);
+    for (const socket of namespace.sockets.values()) socket.conn.close();
+    await page.locator('[data-testid="connection-status"][data-state="offline"]').waitFor();
+    // Missed meanwhile: the tool call's start and end, the first chunk of the answer.
+    const secondCall = a.nextModelCall();
+    a.server.release();
+    await secondCall;
+    await page.locator('[data-testid="connection-status"][data-state="live"]').waitFor();
+    // One text block before the tool call, one after it.
+    await content.filter({ hasText: 'The' }).waitFor();
+    // Live again: the rest of the answer and the end.
+    a.server.release();
+
+    await outcomeOf(turn, 'replied').waitFor();
+    expect(await content.allTextContents()).toEqual([
+      'Looking',
+      'The answer comes in four chunks.',
+    ]);
+    expect(await turn.getByTestId('tool-call').count()).toBe(1);
   });
 
   it('(d2) "Stop + drop queue" also drops the waiting inputs: they open no turn', async () => {

@@ -335,7 +335,7 @@ describe('turn pipeline (T, P, H, I)', () => {
     });
     expect(JSON.stringify(stored)).not.toContain('pressed stop');
     expect(h.of('outbound:stream').filter((e) => e.done)).toEqual([
-      { sessionId: 's', turnId, done: true },
+      { sessionId: 's', turnId, seq: expect.any(Number), done: true },
     ]);
   });
 

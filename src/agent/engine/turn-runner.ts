@@ -155,6 +155,7 @@ export class TurnRunner {
       turnId: turn.id,
       ...(turn.source !== undefined ? { source: turn.source } : {}),
       inputs: turn.inputs.map((i) => i.message),
+      seq: ++turn.seq,
     });
   }
 
@@ -178,7 +179,7 @@ export class TurnRunner {
       .catch((error: unknown) =>
         this.error(`agent:turn:after middleware threw (turn ${turn.id}): ${String(error)}`),
       );
-    ports.events.emit('agent:turn:end', { sessionId: turn.sessionId, ...end });
+    ports.events.emit('agent:turn:end', { sessionId: turn.sessionId, ...end, seq: ++turn.seq });
     // One structured line per turn (README, "Logs and traces"); S3: the only place of `reason`.
     this.logger.log(turnEndLog(state, end.outcome));
     return end;

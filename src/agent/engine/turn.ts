@@ -37,6 +37,11 @@ export class Turn {
   deadlineHit = false;
   /** Whether the turn's stream-end marker went out (I9: once per turn). */
   streamEnded = false;
+  /**
+   * `seq` of the turn's last stream event (`TurnStreamPosition`): one counter for its turn
+   * start, stream chunks, tool calls and turn end, so a resuming client replays them in order.
+   */
+  seq = 0;
   private markSettled!: () => void;
 
   constructor(

@@ -14,7 +14,6 @@ import {
   Max,
   MaxLength,
   Min,
-  ValidateIf,
   ValidateNested,
   type ValidationOptions,
 } from 'class-validator';
@@ -236,18 +235,6 @@ export class ClearDto {
   @IsString()
   @MaxLength(MAX_REASON_LENGTH)
   reason?: string;
-}
-
-/** Payload of the socket `subscribe` event: one session, or all of them. */
-export class SubscribeDto {
-  /** Required unless `all` is true. */
-  @ValidateIf((o: SubscribeDto) => o.all !== true || o.sessionId !== undefined)
-  @IsIdentifier()
-  sessionId?: string;
-
-  @IsOptional()
-  @IsIn([true], { message: '$property must be true when given' })
-  all?: true;
 }
 
 /** Most tool rounds a session may allow. */

@@ -150,6 +150,8 @@
         reasoning: '',
         reasoningBreak: false,
         streamDone: false,
+        // seq of the last event of the turn's stream applied: a reconnect resumes after it.
+        lastSeq: 0,
         sent: [],
         inputs: [],
         past: false,
@@ -882,7 +884,11 @@
       ui.dashboard.hidden = false;
       ui.forget.hidden = false;
       ui.tokenError.hidden = true;
-      emit('subscribe', { all: true })
+      // The turns that were running resume first (their missed events, then the live ones, in
+      // the session's room), then every session: joining all sessions first would deliver live
+      // events before the replay of older ones.
+      resumeTurns()
+        .then(() => emit('subscribe', { all: true }))
         .then(() => {
           setConnection('live', 'live');
           for (const session of state.sessions.values()) session.historyLoaded = false;
@@ -908,6 +914,7 @@
       const session = sessionOf(event.sessionId);
       touch(session);
       const turn = turnOf(session, event.turnId);
+      if (!fresh(turn, event)) return;
       if (event.phase === 'start') {
         session.runningTurnId = event.turnId;
         // Its inputs are archived as it starts: the history shows them.
@@ -926,6 +933,7 @@
       const turnId = event.turnId || session.runningTurnId;
       if (!turnId) return;
       const turn = turnOf(session, turnId);
+      if (!fresh(turn, event)) return;
       if (event.delta) appendText(turn, event.delta);
       if (event.reasoningDelta) appendReasoning(turn, event.reasoningDelta);
       if (event.done) turn.streamDone = true;
@@ -957,10 +965,54 @@
     socket.on('tool', (event) => {
       const session = sessionOf(event.sessionId);
       const turn = turnOf(session, event.turnId);
+      if (!fresh(turn, event)) return;
       noteTool(turn, { callId: event.callId, name: event.name, phase: event.phase, ok: event.ok });
       touch(session);
       render();
     });
+  }
+
+  /**
+   * Notes an event's place in its turn's stream (`seq`); false for one already applied (a
+   * resume never sends one twice: this only guards the page's own state).
+   */
+  function fresh(turn, event) {
+    if (typeof event.seq !== 'number') return true;
+    if (event.seq <= turn.lastSeq) return false;
+    turn.lastSeq = event.seq;
+    return true;
+  }
+
+  /**
+   * After a reconnect: subscribes with `resume` for every turn that was running when the
+   * connection dropped, so its missed stream events come before the live ones. A turn the
+   * server cannot resume (ended more than 60 s ago, or unknown there) is forgotten: the
+   * history shows it again as persisted.
+   */
+  function resumeTurns() {
+    const resumes = [];
+    for (const session of state.sessions.values()) {
+      for (const turn of session.turns) {
+        if (turn.ended || !turn.lastSeq) continue;
+        const resume = { turnId: turn.id, afterSeq: turn.lastSeq };
+        resumes.push(
+          emit('subscribe', { sessionId: session.id, resume })
+            .then((answer) => {
+              if (answer && answer.resumed === false) forgetTurn(session, turn);
+            })
+            .catch(() => forgetTurn(session, turn)),
+        );
+      }
+    }
+    return Promise.all(resumes);
+  }
+
+  function forgetTurn(session, turn) {
+    const at = session.turns.indexOf(turn);
+    if (at >= 0) session.turns.splice(at, 1);
+    session.turnById.delete(turn.id);
+    if (turn.view) turn.view.root.remove();
+    if (session.runningTurnId === turn.id) session.runningTurnId = null;
   }
 
   /** The last call's usage; a snapshot (no turn id) only until a call has been seen. */

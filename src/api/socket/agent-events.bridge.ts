@@ -3,12 +3,14 @@ import { OnEvent } from '@nestjs/event-emitter';
 import type {
   OutgoingMessage,
   QueueEvent,
+  SessionDeletedEvent,
   StreamEvent,
   TokenUsageEvent,
   ToolExecuteEvent,
   TurnEndEvent,
   TurnStartEvent,
 } from '../../contracts';
+import { TurnReplayBuffer } from '../replay/turn-replay.buffer';
 import { AgentGateway } from './agent.gateway';
 import { QueueCoalescer } from './queue-coalescer';
 import {
@@ -25,26 +27,34 @@ import {
  * `outbound:stream` -> `stream`, `outbound:message` -> `message`, `agent:queue` -> `queue`,
  * `token:usage` -> `usage`, `tool:execute` -> `tool`. Synchronous and non-throwing: the turn
  * that emits never waits for a socket.
+ *
+ * The events of a turn's stream are kept in the {@link TurnReplayBuffer} in the same call that
+ * sends them: a `subscribe` with `resume` reads the buffer and joins the room in one tick, so
+ * each event is either in its replay or sent to it live, never both, never neither.
  */
 @Injectable()
 export class AgentEventsBridge {
   constructor(
     private readonly gateway: AgentGateway,
     private readonly queues: QueueCoalescer,
+    private readonly replay: TurnReplayBuffer,
   ) {}
 
   @OnEvent('agent:turn:start')
   turnStart(event: TurnStartEvent): void {
+    this.replay.record('agent:turn:start', event);
     this.gateway.emitToSession(event.sessionId, 'turn', mapTurnStart(event));
   }
 
   @OnEvent('agent:turn:end')
   turnEnd(event: TurnEndEvent): void {
+    this.replay.record('agent:turn:end', event);
     this.gateway.emitToSession(event.sessionId, 'turn', mapTurnEnd(event));
   }
 
   @OnEvent('outbound:stream')
   stream(event: StreamEvent): void {
+    this.replay.record('outbound:stream', event);
     this.gateway.emitToSession(event.sessionId, 'stream', mapStream(event));
   }
 
@@ -66,6 +76,13 @@ export class AgentEventsBridge {
 
   @OnEvent('tool:execute')
   tool(event: ToolExecuteEvent): void {
+    this.replay.record('tool:execute', event);
     this.gateway.emitToSession(event.sessionId, 'tool', mapTool(event));
+  }
+
+  /** A deleted session's streams are not resumable any more. */
+  @OnEvent('session:deleted')
+  sessionDeleted(event: SessionDeletedEvent): void {
+    this.replay.forgetSession(event.sessionId);
   }
 }

@@ -8,18 +8,22 @@ import {
 } from '@nestjs/websockets';
 import type { Namespace, Socket } from 'socket.io';
 import { withIngress, type Actor } from '../../contracts';
-import { MessageDto, SocketAbortDto, SubscribeDto } from '../agent/agent.dto';
+import { MessageDto, SocketAbortDto } from '../agent/agent.dto';
+import { SubscribeDto } from './socket.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
 import { logFailure } from '../http/api-exception.filter';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
+import { TurnReplayBuffer } from '../replay/turn-replay.buffer';
 import { SocketDoors } from './socket-doors';
 import {
   ALL_SESSIONS_ROOM,
   sessionRoom,
+  socketEventOf,
   type ClientToServerEvents,
+  type SubscribeAck,
   type ServerEventName,
   type ServerEventPayload,
   type ServerToClientEvents,
@@ -39,7 +43,8 @@ type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, So
  * `/agent`)"): only socket plumbing. The class served is made by {@link agentGatewayFor} for
  * the module's namespace; inject this class to reach it.
  * The handshake needs `auth: { token }` (refused: `connect_error`); handshakes and events are
- * limited by `SocketDoors`; `subscribe` joins a session's room (or the all-sessions room);
+ * limited by `SocketDoors`; `subscribe` joins a session's room (or the all-sessions room), with
+ * `resume` after sending the turn's missed stream events (`TurnReplayBuffer`);
  * `message` and `abort` go to the agent and are acked, errors in the REST error shape. Server
  * events are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
  */
@@ -51,6 +56,7 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   constructor(
     private readonly doors: SocketDoors,
     private readonly api: AgentApiService,
+    private readonly replay: TurnReplayBuffer,
   ) {}
 
   afterInit(namespace: AgentNamespace): void {
@@ -64,14 +70,44 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   subscribe(
     @ConnectedSocket() socket: AgentSocket,
     @MessageBody() payload: unknown,
-  ): Promise<{ ok: true } | ErrorBody> {
+  ): Promise<SubscribeAck | ErrorBody> {
     return this.guarded(async () => {
       const parsed = await validatePayload(SubscribeDto, payload);
       if ('error' in parsed) return parsed.error;
-      const { all, sessionId } = parsed.value;
+      const { all, sessionId, resume } = parsed.value;
+      if (resume) return this.resume(socket, sessionId!, resume.turnId, resume.afterSeq);
       await socket.join(all ? ALL_SESSIONS_ROOM : sessionRoom(sessionId!));
       return { ok: true as const };
     });
+  }
+
+  /**
+   * `subscribe` with `resume`: joins the session's room and sends the turn's kept events after
+   * `afterSeq`, then acks. NOTE: joining, reading the buffer and sending the replay happen in
+   * one tick (Socket.IO's adapters, the Redis one included, add a socket to a room
+   * synchronously): every event of the turn emitted before is in the replay, every later one
+   * reaches the socket through the room, after the replay in the socket's one ordered queue.
+   * A socket already in the room (or in all sessions') would get some events twice: resume on
+   * a new connection.
+   */
+  private async resume(
+    socket: AgentSocket,
+    sessionId: string,
+    turnId: string,
+    afterSeq: number,
+  ): Promise<SubscribeAck> {
+    const joined = socket.join(sessionRoom(sessionId));
+    const replay = this.replay.replay(sessionId, turnId, afterSeq);
+    if (replay.status === 'ok') {
+      for (const entry of replay.entries) {
+        const [event, payload] = socketEventOf(entry);
+        (socket.emit as (event: string, payload: unknown) => boolean)(event, payload);
+      }
+    }
+    await joined;
+    return replay.status === 'ok'
+      ? { ok: true, resumed: true, replayed: replay.entries.length }
+      : { ok: true, resumed: false, reason: replay.status };
   }
 
   @SubscribeMessage('message')

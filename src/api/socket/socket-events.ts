@@ -10,6 +10,7 @@ import type {
   TurnStartEvent,
 } from '../../contracts';
 import type { ErrorBody } from '../http/api-error';
+import type { TurnStreamEntry } from '../replay/turn-replay.buffer';
 
 /** The Socket.IO namespace of the agent (README.md, "Socket.IO (namespace `/agent`)"). */
 export const AGENT_NAMESPACE = '/agent';
@@ -27,6 +28,8 @@ export interface SocketTurnEvent {
   phase: 'start' | 'end';
   outcome?: TurnOutcome;
   error?: string;
+  /** Place in the turn's stream (README, "Resuming a turn's stream"). */
+  seq?: number;
 }
 
 /** Server event `tool` (arguments and results stay on the server). */
@@ -37,10 +40,23 @@ export interface SocketToolEvent {
   name: string;
   phase: 'start' | 'end';
   ok?: boolean;
+  /** Place in the turn's stream (README, "Resuming a turn's stream"). */
+  seq?: number;
 }
 
-/** Payload of the client event `subscribe`. */
-export type SubscribePayload = { sessionId: string } | { all: true };
+/** Payload of the client event `subscribe`; `resume` replays a turn's missed stream events first. */
+export type SubscribePayload =
+  { sessionId: string; resume?: { turnId: string; afterSeq: number } } | { all: true };
+
+/**
+ * Ack of `subscribe`: `{ ok: true }`; with `resume`, also whether the missed events were sent
+ * (`resumed: true`, `replayed` of them, before this ack) or could not be (`resumed: false`: the
+ * turn is `unknown` here or ended more than 60 s ago, or its stream is `incomplete`; the client
+ * reloads the history instead).
+ */
+export type SubscribeAck =
+  | { ok: true; resumed?: true; replayed?: number }
+  | { ok: true; resumed: false; reason: 'unknown' | 'incomplete' };
 
 /** Payload of the client event `abort`. */
 export interface SocketAbortPayload {
@@ -62,7 +78,7 @@ export interface ServerToClientEvents {
 
 /** Events clients send, with their acks; a refused payload is acked with an `ErrorBody`. */
 export interface ClientToServerEvents {
-  subscribe: (payload: SubscribePayload, ack: (answer: { ok: true } | ErrorBody) => void) => void;
+  subscribe: (payload: SubscribePayload, ack: (answer: SubscribeAck | ErrorBody) => void) => void;
   message: (
     payload: IncomingMessage,
     ack: (answer: { accepted: true } | ErrorBody) => void,
@@ -86,7 +102,12 @@ const defined = <T extends object>(value: T): T =>
 
 /** `agent:turn:start` -> `turn` (phase start). */
 export function mapTurnStart(event: TurnStartEvent): SocketTurnEvent {
-  return { sessionId: event.sessionId, turnId: event.turnId, phase: 'start' };
+  return defined<SocketTurnEvent>({
+    sessionId: event.sessionId,
+    turnId: event.turnId,
+    phase: 'start',
+    seq: event.seq,
+  });
 }
 
 /** `agent:turn:end` -> `turn` (phase end). */
@@ -97,6 +118,7 @@ export function mapTurnEnd(event: TurnEndEvent): SocketTurnEvent {
     phase: 'end',
     outcome: event.outcome,
     error: event.error,
+    seq: event.seq,
   });
 }
 
@@ -105,6 +127,7 @@ export function mapStream(event: StreamEvent): StreamEvent {
   return defined<StreamEvent>({
     sessionId: event.sessionId,
     turnId: event.turnId,
+    seq: event.seq,
     delta: event.delta,
     reasoningDelta: event.reasoningDelta,
     done: event.done,
@@ -135,5 +158,22 @@ export function mapTool(event: ToolExecuteEvent): SocketToolEvent {
     name: event.name,
     phase: event.phase,
     ok: event.ok,
+    seq: event.seq,
   });
+}
+
+/** A kept event of a turn's stream as the socket event it was sent as. */
+export function socketEventOf(
+  entry: TurnStreamEntry,
+): { [E in 'turn' | 'stream' | 'tool']: [E, ServerEventPayload<E>] }['turn' | 'stream' | 'tool'] {
+  switch (entry.name) {
+    case 'agent:turn:start':
+      return ['turn', mapTurnStart(entry.event)];
+    case 'agent:turn:end':
+      return ['turn', mapTurnEnd(entry.event)];
+    case 'outbound:stream':
+      return ['stream', mapStream(entry.event)];
+    case 'tool:execute':
+      return ['tool', mapTool(entry.event)];
+  }
 }

@@ -146,6 +146,7 @@ export function endStream(deps: Pick<EnginePorts, 'events'>, state: TurnState): 
   deps.events.emit('outbound:stream', {
     sessionId: state.sessionId,
     turnId: state.turn.id,
+    seq: ++state.turn.seq,
     done: true,
   });
 }

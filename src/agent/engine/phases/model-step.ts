@@ -132,7 +132,8 @@ function emitChunk(
   if (reasoningDelta) state.addStreamed('reasoning_text', reasoningDelta);
   if (delta) state.addStreamed('text', delta);
   // Built field by field, in the same order: no spread of a temporary object per chunk.
-  const event: StreamEvent = { sessionId: state.sessionId, turnId: state.turn.id };
+  const { turn } = state;
+  const event: StreamEvent = { sessionId: state.sessionId, turnId: turn.id, seq: ++turn.seq };
   if (delta) event.delta = delta;
   if (reasoningDelta) event.reasoningDelta = reasoningDelta;
   ports.events.emit('outbound:stream', event);

@@ -114,6 +114,7 @@ async function runOne(
     name: before.name,
     phase: 'start',
     args: before.args,
+    seq: ++state.turn.seq,
   });
   // A tool that was not offered to this call (none registered, or a hook removed it) never
   // runs: the model gets the same answer as for a tool that does not exist.
@@ -135,7 +136,8 @@ async function runOne(
   };
   await deps.hooks.run('agent:tool:after', after);
   const { name, args, ok, result } = after;
-  deps.events.emit('tool:execute', { ...announce, name, phase: 'end', ok, result });
+  const seq = ++state.turn.seq;
+  deps.events.emit('tool:execute', { ...announce, name, phase: 'end', ok, result, seq });
   const segment: ContentSegment = {
     type: 'tool_call',
     callId,

@@ -260,7 +260,7 @@ describe('finaliseReply (reply finaliser)', () => {
       await sut('bad');
 
       expect(mocks.events.of('outbound:stream')).toEqual([
-        { sessionId: SESSION_ID, turnId: turn.id, delta: 'good' },
+        { sessionId: SESSION_ID, turnId: turn.id, seq: 1, delta: 'good' },
       ]);
     });
 

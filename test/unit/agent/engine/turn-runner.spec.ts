@@ -147,7 +147,9 @@ describe('TurnRunner', () => {
       expect(mocks.events.of('outbound:message')).toEqual([
         expect.objectContaining({ turnId: turn.id, content: 'Hi!', source: 'agent' }),
       ]);
-      expect(streamEnds()).toEqual([{ sessionId: SESSION_ID, turnId: turn.id, done: true }]);
+      expect(streamEnds()).toEqual([
+        { sessionId: SESSION_ID, turnId: turn.id, seq: 3, done: true },
+      ]);
       expect(turnAfter).toHaveBeenCalledTimes(1);
       expect(turnAfter).toHaveBeenCalledWith({
         inputs: turn.inputs,
@@ -180,10 +182,49 @@ describe('TurnRunner', () => {
           turnId: turn.id,
           source: 'webhook',
           inputs: [turn.inputs[0].message],
+          seq: 1,
         },
       ]);
       expect(mocks.events.of('agent:turn:end')).toEqual([
-        { sessionId: SESSION_ID, turnId: turn.id, outcome: 'replied', reply: 'pong' },
+        { sessionId: SESSION_ID, turnId: turn.id, outcome: 'replied', reply: 'pong', seq: 4 },
+      ]);
+    });
+
+    it("seq: the turn's stream (turn start, chunks, tool calls, stream end, turn end) is numbered 1, 2, 3, ... in emission order", async () => {
+      const { run, deps, provider, mocks } = await setup();
+      deps.tools.register({
+        name: 'clock',
+        description: 'Tells the time',
+        parameters: { type: 'object' },
+        handler: () => '12:00',
+      });
+      provider.script(
+        answers.tools([newToolCall('clock'), newToolCall('clock')], 'Let me look'),
+        answers.text('Noon.'),
+      );
+
+      await run();
+
+      const stream = new Set([
+        'agent:turn:start',
+        'outbound:stream',
+        'tool:execute',
+        'agent:turn:end',
+      ]);
+      const numbered = mocks.events.emitted.filter((e) => stream.has(e.name));
+      expect(numbered.map((e) => e.name)).toEqual([
+        'agent:turn:start',
+        'outbound:stream',
+        'tool:execute',
+        'tool:execute',
+        'tool:execute',
+        'tool:execute',
+        'outbound:stream',
+        'outbound:stream',
+        'agent:turn:end',
+      ]);
+      expect(numbered.map((e) => (e.payload as { seq?: number }).seq)).toEqual([
+        1, 2, 3, 4, 5, 6, 7, 8, 9,
       ]);
     });
 
@@ -302,7 +343,7 @@ describe('TurnRunner', () => {
       expect(mocks.events.emitted).toEqual([
         {
           name: 'outbound:stream',
-          payload: { sessionId: SESSION_ID, turnId: turn.id, done: true },
+          payload: { sessionId: SESSION_ID, turnId: turn.id, seq: 1, done: true },
         },
       ]);
     });
@@ -549,7 +590,7 @@ describe('TurnRunner', () => {
         error: notice,
       });
       expect(mocks.events.of('agent:turn:end')).toEqual([
-        { sessionId: SESSION_ID, turnId: turn.id, outcome: 'error', error: notice },
+        { sessionId: SESSION_ID, turnId: turn.id, outcome: 'error', error: notice, seq: 3 },
       ]);
     });
 
@@ -581,7 +622,9 @@ describe('TurnRunner', () => {
         const result = await run();
 
         expect(result?.outcome).toBe(outcome);
-        expect(streamEnds()).toEqual([{ sessionId: SESSION_ID, turnId: turn.id, done: true }]);
+        expect(streamEnds()).toEqual([
+          { sessionId: SESSION_ID, turnId: turn.id, seq: expect.any(Number), done: true },
+        ]);
       },
     );
   });

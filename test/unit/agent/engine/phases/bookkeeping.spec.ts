@@ -247,7 +247,7 @@ describe('turn bookkeeping', () => {
       expect(mocks.events.emitted).toEqual([
         {
           name: 'outbound:stream',
-          payload: { sessionId: SESSION_ID, turnId: turn.id, done: true },
+          payload: { sessionId: SESSION_ID, turnId: turn.id, seq: 1, done: true },
         },
       ]);
     });

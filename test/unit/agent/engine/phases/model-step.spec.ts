@@ -46,9 +46,9 @@ describe('callModel (model step)', () => {
       const response = await sut();
 
       expect(mocks.events.of('outbound:stream')).toEqual([
-        { sessionId: SESSION_ID, turnId: turn.id, reasoningDelta: 'thinking' },
-        { sessionId: SESSION_ID, turnId: turn.id, delta: 'Hel' },
-        { sessionId: SESSION_ID, turnId: turn.id, delta: 'lo', reasoningDelta: ' more' },
+        { sessionId: SESSION_ID, turnId: turn.id, seq: 1, reasoningDelta: 'thinking' },
+        { sessionId: SESSION_ID, turnId: turn.id, seq: 2, delta: 'Hel' },
+        { sessionId: SESSION_ID, turnId: turn.id, seq: 3, delta: 'lo', reasoningDelta: ' more' },
       ]);
       expect(response).toEqual({
         content: 'Hello',
@@ -217,6 +217,7 @@ describe('callModel (model step)', () => {
         {
           sessionId: SESSION_ID,
           turnId: turn.id,
+          seq: 1,
           delta: 'The whole answer',
           reasoningDelta: 'because',
         },
@@ -325,7 +326,7 @@ describe('callModel (model step)', () => {
     await callModel(deps, state, { ...sent, untrimmedHistory: 0 });
 
     expect(mocks.events.of('outbound:stream')).toEqual([
-      { sessionId: 'other-session', turnId: turn.id, delta: 'hi' },
+      { sessionId: 'other-session', turnId: turn.id, seq: 1, delta: 'hi' },
     ]);
   });
 });

@@ -460,6 +460,7 @@ describe('runToolCalls (tool executor)', () => {
         name: 'echo',
         phase: 'start',
         args: { text: 'x' },
+        seq: 1,
       });
       expect(end).toEqual({
         sessionId: SESSION_ID,
@@ -469,6 +470,7 @@ describe('runToolCalls (tool executor)', () => {
         phase: 'end',
         ok: true,
         result: 'final result',
+        seq: 2,
       });
     });
 

@@ -1,0 +1,189 @@
+import type { StreamEvent, ToolExecuteEvent, TurnEndEvent, TurnStartEvent } from '../../contracts';
+
+/** The agent events that make up a turn's stream (`TurnStreamPosition`), numbered by `seq`. */
+export interface TurnStreamEventMap {
+  'agent:turn:start': TurnStartEvent;
+  'outbound:stream': StreamEvent;
+  'tool:execute': ToolExecuteEvent;
+  'agent:turn:end': TurnEndEvent;
+}
+
+/** The name of an event of a turn's stream. */
+export type TurnStreamEventName = keyof TurnStreamEventMap;
+
+/** One event of a turn's stream, as replayed: its name and the agent's payload. */
+export type TurnStreamEntry = {
+  [K in TurnStreamEventName]: { name: K; event: TurnStreamEventMap[K] };
+}[TurnStreamEventName];
+
+/** How long an ended turn's stream stays resumable (ms). */
+export const REPLAY_TTL_MS = 60_000;
+/** Most events kept per turn: its last ones. */
+export const REPLAY_MAX_EVENTS_PER_TURN = 10_000;
+/** Most turns kept at once: past it the turn first seen longest ago is dropped. */
+export const REPLAY_MAX_TURNS = 1_000;
+
+/** Bounds of a {@link TurnReplayBuffer}. */
+export interface TurnReplayOptions {
+  /** @default REPLAY_TTL_MS (60 s) */
+  ttlMs?: number;
+  /** @default REPLAY_MAX_EVENTS_PER_TURN */
+  maxEventsPerTurn?: number;
+  /** @default REPLAY_MAX_TURNS */
+  maxTurns?: number;
+}
+
+/**
+ * What a resume gets: the events after `afterSeq` in order (`ended` once the turn's end is
+ * among the kept ones), or why it cannot have them: `unknown` (no such turn of that session
+ * here, or it ended more than the TTL ago) or `incomplete` (some of the events it needs were
+ * dropped: past the per-turn bound, or never seen here).
+ */
+export type ReplayResult =
+  | { status: 'ok'; entries: TurnStreamEntry[]; ended: boolean }
+  | { status: 'unknown' }
+  | { status: 'incomplete' };
+
+/**
+ * The kept stream of one turn: a ring of its last events (names and payloads in two arrays,
+ * so recording allocates nothing per event once the arrays have grown).
+ */
+class TurnLog {
+  readonly names: TurnStreamEventName[] = [];
+  readonly events: TurnStreamEventMap[TurnStreamEventName][] = [];
+  /** Index of the oldest kept event once the ring is full. */
+  head = 0;
+  /** `seq` of the oldest kept event. */
+  firstSeq: number;
+  /** `seq` of the newest kept event. */
+  lastSeq: number;
+  ended = false;
+  expiry?: NodeJS.Timeout;
+
+  constructor(
+    readonly sessionId: string,
+    seq: number,
+  ) {
+    this.firstSeq = seq;
+    this.lastSeq = seq - 1;
+  }
+
+  /** Forgets every kept event; the next one kept is `seq`. */
+  restartAt(seq: number): void {
+    this.names.length = 0;
+    this.events.length = 0;
+    this.head = 0;
+    this.firstSeq = seq;
+    this.lastSeq = seq - 1;
+  }
+}
+
+/**
+ * Keeps the stream of each running turn, and of each ended turn for `ttlMs` after its end, so a
+ * client that lost its connection can get what it missed (README, "Resuming a turn's stream").
+ * Recording is O(1) per event and never throws at the turn that emits. Bounded: a turn keeps
+ * its last `maxEventsPerTurn` events, and at most `maxTurns` turns are kept; a resume that needs
+ * a dropped event answers `incomplete`, one of a dropped turn `unknown`. Events without `turnId`
+ * or `seq` are not part of a turn's stream and are ignored; a gap in a turn's `seq` (events not
+ * seen here) makes what came before it unreachable, as if dropped.
+ */
+export class TurnReplayBuffer {
+  private readonly turns = new Map<string, TurnLog>();
+  private readonly ttlMs: number;
+  private readonly maxEvents: number;
+  private readonly maxTurns: number;
+
+  constructor(options: TurnReplayOptions = {}) {
+    this.ttlMs = options.ttlMs ?? REPLAY_TTL_MS;
+    this.maxEvents = Math.max(1, options.maxEventsPerTurn ?? REPLAY_MAX_EVENTS_PER_TURN);
+    this.maxTurns = Math.max(1, options.maxTurns ?? REPLAY_MAX_TURNS);
+  }
+
+  /** Number of turns kept. */
+  get size(): number {
+    return this.turns.size;
+  }
+
+  /** Keeps one event of a turn's stream (in `seq` order; a repeated `seq` is ignored). */
+  record<K extends TurnStreamEventName>(name: K, event: TurnStreamEventMap[K]): void {
+    const { turnId, seq } = event;
+    if (turnId === undefined || seq === undefined) return;
+    let log = this.turns.get(turnId);
+    if (!log) log = this.open(turnId, event.sessionId, seq);
+    if (seq <= log.lastSeq) return;
+    if (seq !== log.lastSeq + 1) log.restartAt(seq);
+    if (log.events.length < this.maxEvents) {
+      log.names.push(name);
+      log.events.push(event);
+    } else {
+      // The ring is full: the oldest event makes room.
+      log.names[log.head] = name;
+      log.events[log.head] = event;
+      log.head = (log.head + 1) % this.maxEvents;
+      log.firstSeq++;
+    }
+    log.lastSeq = seq;
+    // The TTL runs from the stream-end marker (a turn blocked by `agent:turn:before` has no
+    // turn end) and again from the turn end, which follows it.
+    if (name === 'agent:turn:end') this.expire(turnId, log, true);
+    else if (name === 'outbound:stream' && (event as StreamEvent).done) {
+      this.expire(turnId, log, false);
+    }
+  }
+
+  /** The events of `turnId` (of `sessionId`) after `afterSeq`, in order; see {@link ReplayResult}. */
+  replay(sessionId: string, turnId: string, afterSeq: number): ReplayResult {
+    const log = this.turns.get(turnId);
+    if (!log || log.sessionId !== sessionId) return { status: 'unknown' };
+    if (afterSeq < log.firstSeq - 1) return { status: 'incomplete' };
+    const entries: TurnStreamEntry[] = [];
+    const kept = log.events.length;
+    for (let i = Math.max(0, afterSeq - log.firstSeq + 1); i < kept; i++) {
+      const at = (log.head + i) % kept;
+      entries.push({ name: log.names[at], event: log.events[at] } as TurnStreamEntry);
+    }
+    return { status: 'ok', entries, ended: log.ended };
+  }
+
+  /** Drops every turn of a session (it was deleted). */
+  forgetSession(sessionId: string): void {
+    for (const [turnId, log] of this.turns) {
+      if (log.sessionId === sessionId) this.drop(turnId, log);
+    }
+  }
+
+  /** Drops everything and stops the timers. */
+  clear(): void {
+    for (const [turnId, log] of this.turns) this.drop(turnId, log);
+  }
+
+  /** Nest: the module is closing. */
+  onModuleDestroy(): void {
+    this.clear();
+  }
+
+  private open(turnId: string, sessionId: string, seq: number): TurnLog {
+    if (this.turns.size >= this.maxTurns) {
+      // Map order is insertion order: the first is the turn first seen longest ago.
+      const [oldestId, oldest] = this.turns.entries().next().value as [string, TurnLog];
+      this.drop(oldestId, oldest);
+    }
+    const log = new TurnLog(sessionId, seq);
+    this.turns.set(turnId, log);
+    return log;
+  }
+
+  private expire(turnId: string, log: TurnLog, ended: boolean): void {
+    if (ended) log.ended = true;
+    clearTimeout(log.expiry);
+    log.expiry = setTimeout(() => {
+      if (this.turns.get(turnId) === log) this.turns.delete(turnId);
+    }, this.ttlMs);
+    log.expiry.unref?.();
+  }
+
+  private drop(turnId: string, log: TurnLog): void {
+    clearTimeout(log.expiry);
+    this.turns.delete(turnId);
+  }
+}

@@ -1,4 +1,5 @@
 import { ApiApp } from '../support/api-app';
+import { waitFor } from '../support/distributed-apps';
 import { parentIdOf, SpanRecorder } from '../support/span-recorder';
 
 /**
@@ -73,11 +74,3 @@ describe('tracing at the REST and Socket.IO ingress', () => {
     expect(input.attributes['agent.input.ingress']).toBe('socket');
   });
 });
-
-async function waitFor(done: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

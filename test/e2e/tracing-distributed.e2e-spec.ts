@@ -1,8 +1,7 @@
-import { createSqlStores, LeaseFencing, type SqlStores } from '../../src';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { AgentHarness } from '../support/agent-harness';
-import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+import { DistributedApps, waitFor } from '../support/distributed-apps';
+import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
 import { parentIdOf, SpanRecorder } from '../support/span-recorder';
 
 /**
@@ -16,24 +15,7 @@ describeRedis('tracing in distributed mode', () => {
     let server: FakeOpenAiServer;
     let db: TempDb;
     let prefix: string;
-    const open: Array<{ close(): Promise<void> }> = [];
-
-    async function app(instanceId: string): Promise<AgentHarness> {
-      const made: SqlStores = await createSqlStores(db.url, { fencing: new LeaseFencing() });
-      open.push(made);
-      const harness = await AgentHarness.start({
-        server,
-        agent: {
-          sessionStore: made.sessions,
-          historyStore: made.log,
-          messageArchive: made.log,
-          inputInbox: made.inbox,
-          distribution: { redis: REDIS_URL, stores: made, instanceId, prefix, leaseMs: 2_000 },
-        },
-      });
-      open.unshift(harness);
-      return harness;
-    }
+    let apps: DistributedApps;
 
     beforeAll(() => {
       spans = SpanRecorder.register();
@@ -44,33 +26,34 @@ describeRedis('tracing in distributed mode', () => {
       server = await FakeOpenAiServer.start();
       db = await tempPgSchema();
       prefix = testPrefix();
+      apps = new DistributedApps({ server, dbUrl: db.url, prefix });
     });
 
     afterEach(async () => {
       server.release();
-      for (const item of open.splice(0)) await item.close();
+      await apps.close();
       await server.close();
       await deletePrefix(prefix);
       await db.drop();
     });
 
     it('S1: an input sent to one instance and run on the holder is one trace: its invoke_agent is a child of its agent.input', async () => {
-      const a = await app('trace-a');
-      const b = await app('trace-b');
+      const { harness: a } = await apps.start('trace-a');
+      const { harness: b } = await apps.start('trace-b');
       server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
       const first = a.agent.handleMessage({ sessionId: 's', content: 'H1' });
       await server.nextRequest();
       let holder = '';
-      await until(async () => {
+      await waitFor(async () => {
         const [va, vb] = await Promise.all([a.agent.getSession('s'), b.agent.getSession('s')]);
         holder = va?.holder ?? '';
         return va?.state === 'running' && vb?.state === 'running' && va.holder === vb.holder;
-      });
+      }, 'both instances to see the holder');
       const [running, other] = holder === 'trace-a' ? [a, b] : [b, a];
 
       // Sent to the instance that does not run the session: it waits there, runs on the holder.
       const second = other.agent.handleMessage({ sessionId: 's', content: 'H2' });
-      await until(async () => other.agent.waiting('s').length === 1);
+      await waitFor(() => other.agent.waiting('s').length === 1, 'H2 to wait');
       server.release();
       await first;
       const settled = await second;
@@ -87,8 +70,8 @@ describeRedis('tracing in distributed mode', () => {
     }, 20_000);
 
     it('S1: an input for an idle session woken by a BullMQ job joins its trace on the instance that takes the job', async () => {
-      const a = await app('trace-a');
-      await app('trace-b');
+      const { harness: a } = await apps.start('trace-a');
+      await apps.start('trace-b');
       server.enqueue({ text: 'R1' });
 
       const settled = await a.agent.handleMessage({ sessionId: 'idle', content: 'H1' });
@@ -101,11 +84,3 @@ describeRedis('tracing in distributed mode', () => {
     }, 20_000);
   });
 });
-
-async function until(done: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

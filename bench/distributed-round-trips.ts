@@ -26,18 +26,18 @@ class Counter {
   private on = false;
 
   install(): () => void {
-    const counter = this;
     const query = Client.prototype.query;
     const send = Redis.prototype.sendCommand;
+    const countSql = (text: unknown) => this.on && this.add(this.sql, sqlKind(text));
+    const countRedis = (name: string) => this.on && this.add(this.redis, name);
     Client.prototype.query = function (this: Client, ...args: unknown[]) {
-      if (counter.on) counter.add(counter.sql, sqlKind(args[0]));
+      countSql(args[0]);
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
     Redis.prototype.sendCommand = function (this: Redis, ...args: unknown[]) {
-      const command = args[0] as { name?: string };
-      if (counter.on) counter.add(counter.redis, String(command?.name ?? '?'));
+      countRedis(String((args[0] as { name?: string } | undefined)?.name ?? '?'));
       return (send as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof send;
+    };
     return () => {
       Client.prototype.query = query;
       Redis.prototype.sendCommand = send;
@@ -154,7 +154,12 @@ export async function roundTrips(): Promise<string> {
     await (await createSqlStores(db.url)).close();
     const rows = {
       ...(await cold(counter, db.url, { ...base, instanceId: 'rt-a' })),
-      ...(await warm(counter, db.url, { ...base, instanceId: 'rt-a' }, { ...base, instanceId: 'rt-b' })),
+      ...(await warm(
+        counter,
+        db.url,
+        { ...base, instanceId: 'rt-a' },
+        { ...base, instanceId: 'rt-b' },
+      )),
     };
     return JSON.stringify(rows, null, 2);
   } finally {

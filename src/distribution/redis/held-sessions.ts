@@ -280,11 +280,15 @@ export class HeldSessions {
   private async letGo(session: HeldSession, clean: boolean): Promise<void> {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
-    await this.parts.leases.release(session.grant, clean).catch(() => false);
+    // The inputs waiting when the lease went are counted in the same round trip.
+    const { pending } = await this.parts.leases
+      .releaseCounting(session.grant, clean)
+      .catch(() => ({ pending: undefined }));
     // A lost lease is let go while the lane may still run the old turn (the process was paused):
     // its writes must keep carrying the old fence, so that the store refuses them. The fence is
     // replaced at this instance's next grant of the session.
     if (!session.lost) this.parts.fencing.released(sessionId);
-    if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
+    if ((pending ?? (await this.parts.pending.length(sessionId))) > 0)
+      await this.parts.wake.wake(sessionId);
   }
 }

@@ -204,6 +204,31 @@ describePg('SQL fencing: PostgreSQL', () => {
       expect(await newHolder.fences.current(sid)).toBe(2);
     });
 
+    it("an input id reused for another session (after the first was deleted elsewhere) is still written by the new session's holder", async () => {
+      const [first, second] = [`s-${randomUUID()}`, `s-${randomUUID()}`];
+      const fencing = new TestFencing();
+      fencing.sessions.set(first, 1);
+      fencing.sessions.set(second, 1);
+      const holder = await createSqlStores(db.url, { fencing });
+      const other = await createSqlStores(db.url);
+      open.push(holder, other);
+      await holder.fences.claim(first, 1);
+      await holder.fences.claim(second, 1);
+      const id = `in-${randomUUID()}`;
+      // The holder learns the id as the first session's.
+      await holder.inbox.accept({ id, sessionId: first, content: 'one' });
+      await other.inbox.deleteSession(first);
+      await other.inbox.accept({ id, sessionId: second, content: 'two' });
+
+      await holder.inbox.enterTurn([id], 't2');
+      await holder.inbox.settle([id], { settled: 'turn', turnId: 't2', outcome: 'replied' });
+      expect(await holder.inbox.get(id)).toMatchObject({
+        sessionId: second,
+        turnId: 't2',
+        settlement: { settled: 'turn', outcome: 'replied' },
+      });
+    });
+
     /**
      * The holder's writes after its claim are one statement each, guarded by a shared lock on the
      * session's fence row. A claim that is under way (its transaction holds the row) makes them

@@ -13,8 +13,8 @@ import type { Database, MessagesTable } from './schema';
  * written and the caller takes the slow path, which records the fence (`checkFences`).
  */
 
-/** What a guarded statement did. */
-type Guarded = 'written' | 'unrecorded';
+/** What a guarded statement did: written (with how many rows), or not (fence not recorded). */
+type Guarded = { written: true; rows: number } | { written: false };
 
 /**
  * Runs `write` (a data-modifying statement, without `RETURNING`, whose `WHERE` ends with the
@@ -29,16 +29,16 @@ async function guardedWrite(
 ): Promise<Guarded> {
   const guard = sql<boolean>`(select fence from f) = ${fence}`;
   // A data-modifying `with` runs once and to completion, read or not.
-  const { rows } = await sql<{ current: string | number | null }>`
+  const { rows } = await sql<{ current: string | number | null; n: string | number }>`
     with f as (select fence from session_fences where session_id = ${sessionId} for share),
     w as (${write(guard)} returning 1)
-    select (select fence from f) as current`.execute(db);
+    select (select fence from f) as current, (select count(*) from w) as n`.execute(db);
   const current = rows[0]?.current == null ? undefined : Number(rows[0].current);
-  if (current === fence) return 'written';
+  if (current === fence) return { written: true, rows: Number(rows[0].n) };
   if (current !== undefined && current > fence) {
     throw new FencedWriteError(sessionId, fence, current);
   }
-  return 'unrecorded';
+  return { written: false };
 }
 
 /** The columns a message row is inserted with, in one order. */
@@ -87,14 +87,15 @@ export async function guardedAppend(
     (guard) =>
       sql`insert into messages (${columns}) select * from (values ${values}) as v (${columns}) where ${guard}`,
   );
-  return written === 'written';
+  return written.written;
 }
 
 /**
- * Updates the unsettled inbox entries `ids`, all of `sessionId`, with `set` in one guarded
- * statement when the session has a fence (else unfenced, as `checkFences` would let it): whether
- * it was done. False: the caller takes the transactional path. Throws `FencedWriteError` when
- * refused.
+ * Updates the unsettled inbox entries `ids` of `sessionId` with `set` in one guarded statement
+ * when the session has a fence (else unfenced, as `checkFences` would let it): whether it updated
+ * any. False (the fence not recorded, or no entry of `ids` is an unsettled one of `sessionId`):
+ * the caller takes the transactional path, which finds the entries' sessions itself. Throws
+ * `FencedWriteError` when refused.
  */
 export async function guardedInboxUpdate(
   db: Kysely<Database>,
@@ -110,8 +111,9 @@ export async function guardedInboxUpdate(
   const update = (guard: RawBuilder<boolean>) =>
     sql`update inbox set ${assignments} where id in (${sql.join(ids)}) and session_id = ${sessionId} and settled_at is null and ${guard}`;
   if (fence === undefined) {
-    await update(sql<boolean>`true`).execute(db);
-    return true;
+    const { numAffectedRows } = await update(sql<boolean>`true`).execute(db);
+    return Number(numAffectedRows ?? 0) > 0;
   }
-  return (await guardedWrite(db, sessionId, fence, update)) === 'written';
+  const written = await guardedWrite(db, sessionId, fence, update);
+  return written.written && written.rows > 0;
 }

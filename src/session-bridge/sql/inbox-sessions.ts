@@ -7,8 +7,9 @@ const REMEMBERED = 10_000;
 /**
  * The session of each inbox entry, remembered as the fenced inbox writes of distributed mode
  * learn it (an entry's session never changes), so that a turn's `enterTurn` and `settle` find
- * the session to fence without a query of their own: learned when this instance accepts an
- * input, or read once for entries another instance accepted.
+ * the session to fence without a query of their own: learned when this instance accepted an
+ * input, or read once for entries another instance accepted. An id reused for another session
+ * (after its entry was pruned or deleted) is caught by the write, which then forgets it.
  */
 export class InboxSessions {
   private readonly known = new Map<string, string>();
@@ -17,9 +18,14 @@ export class InboxSessions {
 
   /** Remembers the session of an entry. */
   learn(id: string, sessionId: string): void {
-    if (this.known.has(id)) return;
+    this.known.delete(id);
     this.known.set(id, sessionId);
     if (this.known.size > REMEMBERED) this.known.delete(this.known.keys().next().value!);
+  }
+
+  /** Forgets the sessions of `ids` (read again next time). */
+  forget(ids: readonly string[]): void {
+    for (const id of ids) this.known.delete(id);
   }
 
   /** The sessions of the entries `ids` (normalised) that exist, read for those not known. */

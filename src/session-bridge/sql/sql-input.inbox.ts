@@ -88,6 +88,8 @@ export class SqlInputInbox implements InputInbox {
       const results = await guarded('inbox', 'accept an input', () =>
         this.insertAll(batch.map((pending) => pending.message)),
       );
+      // Committed: each entry's session is known from now on.
+      for (const { entry } of results) this.sessions?.learn(entry.id, entry.sessionId);
       batch.forEach((pending, i) => pending.resolve(results[i]));
     } catch (error) {
       // A batch fails as a whole only for a database-wide reason (its rows cannot conflict
@@ -127,10 +129,7 @@ export class SqlInputInbox implements InputInbox {
       const stored = new Map<string, Selectable<InboxTable>>();
       for (const chunk of chunks([...unique.keys()])) {
         const found = await trx.selectFrom('inbox').selectAll().where('id', 'in', chunk).execute();
-        for (const row of found) {
-          stored.set(row.id, row);
-          this.sessions?.learn(row.id, row.session_id);
-        }
+        for (const row of found) stored.set(row.id, row);
       }
       // A repeat within the batch is a duplicate of its first occurrence.
       return messages.map((message) => {
@@ -190,6 +189,7 @@ export class SqlInputInbox implements InputInbox {
       const [sessionId] = sessions;
       const guarded = { sessionId, turnId, ids };
       if (sessions.size === 1 && (await guardedInboxUpdate(this.db, fencing, guarded, set))) return;
+      this.sessions.forget(ids);
     }
     await this.db.transaction().execute(async (trx) => {
       const rows = await trx

@@ -143,8 +143,8 @@ async function warm(counter: Counter, db: string, a: DistributedSetting, b: Dist
   return rows;
 }
 
-/** Counts per input, cold and warm, as JSON (kinds included). */
-export async function roundTrips(): Promise<string> {
+/** The counts of every row, cold and warm. */
+async function countAll(): Promise<Record<string, Counts>> {
   const counter = new Counter();
   const uninstall = counter.install();
   const db = await tempPgSchema();
@@ -152,7 +152,7 @@ export async function roundTrips(): Promise<string> {
   const base = { redis: REDIS_URL, prefix, concurrency: 16 };
   try {
     await (await createSqlStores(db.url)).close();
-    const rows = {
+    return {
       ...(await cold(counter, db.url, { ...base, instanceId: 'rt-a' })),
       ...(await warm(
         counter,
@@ -161,10 +161,33 @@ export async function roundTrips(): Promise<string> {
         { ...base, instanceId: 'rt-b' },
       )),
     };
-    return JSON.stringify(rows, null, 2);
   } finally {
     uninstall();
     await deletePrefix(prefix);
     await db.drop();
   }
+}
+
+/** Counts per input, cold and warm, as JSON (kinds included). */
+export async function roundTrips(): Promise<string> {
+  return JSON.stringify(await countAll(), null, 2);
+}
+
+/** The counts as a markdown table, for the distributed section of BENCHMARKS.md. */
+export async function roundTripsSection(): Promise<string[]> {
+  const rows = await countAll();
+  const kinds = (counts: Record<string, number>, of: RegExp) =>
+    Object.entries(counts)
+      .filter(([kind]) => of.test(kind))
+      .reduce((sum, [, n]) => sum + n, 0);
+  return [
+    `Round trips per input (${INPUTS} inputs per row, counted on the \`pg\` and ioredis clients of this process; a warm row is the anchor input and the measured one together; a Redis MULTI block counts each command, though it is sent at once):`,
+    '',
+    '| input | PostgreSQL queries | of them `begin` / `commit` | `session_fences` upserts | Redis commands |',
+    '|---|---:|---:|---:|---:|',
+    ...Object.entries(rows).map(
+      ([label, c]) =>
+        `| ${label} | ${c.sql.toFixed(1)} | ${kinds(c.sqlKinds, /^(begin|commit)$/).toFixed(1)} | ${kinds(c.sqlKinds, /^insert session_fences$/).toFixed(1)} | ${c.redis.toFixed(1)} |`,
+    ),
+  ];
 }

@@ -51,6 +51,7 @@ export type {
   ControlKind,
   DispatchView,
   DropReason,
+  EnteredInput,
   HistoryQuery,
   HoldRelease,
   InboxAcceptOptions,

@@ -47,6 +47,7 @@ const PUBLIC_NAMES = [
   'DistributionOptionsError',
   'DistributionStores',
   'DropReason',
+  'EnteredInput',
   'HistoryQuery',
   'HistoryStore',
   'HoldRelease',

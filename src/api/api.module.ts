@@ -43,9 +43,12 @@ import { RateLimiter } from './http/rate-limiter';
 import { AgentMetrics } from './metrics/agent-metrics.service';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
+import { TurnFeed } from './replay/turn-feed';
 import { TurnReplayBuffer } from './replay/turn-replay.buffer';
 import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
+import { UiChatController } from './ui-chat/ui-chat.controller';
+import { UiChatService } from './ui-chat/ui-chat.service';
 
 /**
  * Two throttlers: `admin` for the module's routes and sockets, `public` for what a server adds
@@ -125,8 +128,14 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     AgentEventsBridge,
     // The turns' streams kept for resuming clients (README, "Resuming a turn's stream").
     { provide: TurnReplayBuffer, useFactory: () => new TurnReplayBuffer() },
+    {
+      provide: TurnFeed,
+      useFactory: (b: TurnReplayBuffer) => new TurnFeed(b),
+      inject: [TurnReplayBuffer],
+    },
+    UiChatService,
   ],
-  controllers: [MessagesController, SessionsController],
+  controllers: [MessagesController, SessionsController, UiChatController],
   exports: [
     API_OPTIONS,
     API_SHAPE,
@@ -156,6 +165,6 @@ export class AgentApiModule extends ApiConfigurableModule implements NestModule 
   configure(consumer: MiddlewareConsumer): void {
     consumer
       .apply(...jsonBodies(this.options.bodyLimit))
-      .forRoutes(MessagesController, SessionsController);
+      .forRoutes(MessagesController, SessionsController, UiChatController);
   }
 }

@@ -45,6 +45,7 @@ import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
 import { TurnFeed } from './replay/turn-feed';
 import { TurnReplayBuffer } from './replay/turn-replay.buffer';
+import { TurnStreams } from './replay/turn-streams';
 import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
 import { UiChatController } from './ui-chat/ui-chat.controller';
@@ -133,6 +134,7 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
       useFactory: (b: TurnReplayBuffer) => new TurnFeed(b),
       inject: [TurnReplayBuffer],
     },
+    TurnStreams,
     UiChatService,
   ],
   controllers: [MessagesController, SessionsController, UiChatController],

@@ -9,7 +9,12 @@ export class SseWriter {
   private pending = '';
   private started = false;
 
-  constructor(private readonly res: HttpResponse) {}
+  constructor(
+    private readonly res: HttpResponse,
+    /** Frames one event (`data: <json>` and a blank line when absent). */
+    private readonly format: (event: object) => string = (event) =>
+      `data: ${JSON.stringify(event)}\n\n`,
+  ) {}
 
   /** Whether the response is still writable (the client has not closed it). */
   get open(): boolean {
@@ -30,12 +35,12 @@ export class SseWriter {
   }
 
   /** Sends `events` as one write, the last carrying `id` when given. */
-  send(events: readonly unknown[], id?: string): void {
+  send(events: readonly object[], id?: string): void {
     if (!this.open || events.length === 0) return;
     let text = '';
     events.forEach((event, i) => {
       if (id !== undefined && i === events.length - 1) text += `id: ${id}\n`;
-      text += `data: ${JSON.stringify(event)}\n\n`;
+      text += this.format(event);
     });
     if (this.started) this.res.write(text);
     else this.pending += text;

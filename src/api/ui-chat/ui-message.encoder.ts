@@ -1,5 +1,6 @@
 import type { TurnEndEvent } from '../../contracts';
 import type { FeedItem } from '../replay/turn-feed';
+import type { TurnStreamProtocol } from '../replay/turn-stream';
 
 /** One chunk of the AI SDK's UI message stream (protocol v1), as sent in an SSE `data:` line. */
 export type UiChunk = { type: string } & Record<string, unknown>;
@@ -115,3 +116,32 @@ export class UiMessageEncoder {
     if (outcome === 'aborted') out.push({ type: 'abort', reason: 'The turn was stopped' });
   }
 }
+
+const FINISH_REASONS: Record<TurnEndEvent['outcome'], string> = {
+  replied: 'stop',
+  silent: 'stop',
+  aborted: 'other',
+  error: 'error',
+};
+
+/**
+ * The AI SDK UI message stream around the turn events: `start` (the turn id as message id),
+ * `data-queue` while the input waits, `data-settlement` + `error` for an input dropped before
+ * any turn, `finish` (`finishReason`), then `[DONE]`.
+ */
+export const uiMessageProtocol: TurnStreamProtocol = {
+  open: () => [],
+  begin: (turnId) => [{ type: 'start', messageId: turnId }],
+  encoder: (turnId) => new UiMessageEncoder(turnId),
+  queued: (position) => [{ type: 'data-queue', data: { position } }],
+  dropped: (settlement) => {
+    const why = settlement.settled === 'dropped' ? `dropped (${settlement.reason})` : 'discarded';
+    return [
+      { type: 'data-settlement', data: settlement },
+      { type: 'error', errorText: `The input was ${why} before any turn` },
+      { type: 'finish', finishReason: 'other' },
+    ];
+  },
+  finish: (end) => [{ type: 'finish', finishReason: FINISH_REASONS[end.outcome] }],
+  last: '[DONE]',
+};

@@ -1,6 +1,6 @@
 import type { FeedItem } from '../../../../src/api/replay/turn-feed';
 import { UiMessageEncoder } from '../../../../src/api/ui-chat/ui-message.encoder';
-import { parseUiEventId, uiEventId } from '../../../../src/api/ui-chat/ui-chat.stream';
+import { parseStreamEventId, streamEventId } from '../../../../src/api/replay/turn-stream';
 
 const sessionId = 's';
 const turnId = 't';
@@ -106,8 +106,8 @@ describe('UiMessageEncoder', () => {
   });
 
   it('SSE ids are <turnId>:<seq>, read back; anything else is not one', () => {
-    expect(parseUiEventId(uiEventId('a:b', 12))).toEqual({ turnId: 'a:b', seq: 12 });
-    expect(parseUiEventId('12')).toBeUndefined();
-    expect(parseUiEventId(undefined)).toBeUndefined();
+    expect(parseStreamEventId(streamEventId('a:b', 12))).toEqual({ turnId: 'a:b', seq: 12 });
+    expect(parseStreamEventId('12')).toBeUndefined();
+    expect(parseStreamEventId(undefined)).toBeUndefined();
   });
 });

@@ -1,29 +1,50 @@
-import type { Settlement, TurnOutcome } from '../../contracts';
+import type { Settlement, TurnEnd } from '../../contracts';
 import type { SseWriter } from '../http/sse';
-import type { FeedItem, TurnFeed } from '../replay/turn-feed';
-import type { TurnStreamEntry } from '../replay/turn-replay.buffer';
-import { UiMessageEncoder } from './ui-message.encoder';
+import type { FeedItem, TurnFeed } from './turn-feed';
+import type { TurnStreamEntry } from './turn-replay.buffer';
+
+/** How a turn ended, as a stream's last events tell it. */
+export type StreamEnd = Pick<TurnEnd, 'turnId' | 'outcome' | 'error'>;
+
+/** Turns one turn's events into a protocol's events (stateful: one per turn). */
+export interface TurnEventEncoder {
+  encode(item: FeedItem): object[];
+}
+
+/**
+ * What a frontend protocol sends around the turn events (the AI SDK's UI message stream,
+ * AG-UI): each method answers the events to send, in order.
+ */
+export interface TurnStreamProtocol {
+  /** When the stream opens, before anything else. */
+  open(): object[];
+  /** When the stream first follows a turn. */
+  begin(turnId: string): object[];
+  /** A fresh encoder of one turn's events. */
+  encoder(turnId: string): TurnEventEncoder;
+  /** The input's place in the waiting list (from 0) changed. */
+  queued(position: number): object[];
+  /** The input was dropped or discarded before any turn: the stream's last events. */
+  dropped(settlement: Exclude<Settlement, { settled: 'turn' }>): object[];
+  /** The stream's turn ended: its last events. */
+  finish(end: StreamEnd): object[];
+  /** A raw `data:` line after the last event (`[DONE]`). */
+  last?: string;
+}
 
 /** The turn a stream follows. */
 interface Followed {
   turnId: string;
-  encoder: UiMessageEncoder;
+  encoder: TurnEventEncoder;
   lastSeq: number;
-  outcome?: TurnOutcome;
+  end?: StreamEnd;
 }
 
-const FINISH_REASONS: Record<TurnOutcome, string> = {
-  replied: 'stop',
-  silent: 'stop',
-  aborted: 'other',
-  error: 'error',
-};
-
 /** The SSE `id:` of an event of a turn's stream: `<turnId>:<seq>`. */
-export const uiEventId = (turnId: string, seq: number) => `${turnId}:${seq}`;
+export const streamEventId = (turnId: string, seq: number) => `${turnId}:${seq}`;
 
 /** Reads an SSE `id:` (`<turnId>:<seq>`); `undefined` when it is not one. */
-export function parseUiEventId(
+export function parseStreamEventId(
   id: string | undefined,
 ): { turnId: string; seq: number } | undefined {
   const match = id === undefined ? null : /^(.+):(\d{1,15})$/.exec(id.trim());
@@ -31,16 +52,16 @@ export function parseUiEventId(
 }
 
 /**
- * One UI message stream response (README, "AI SDK UI message stream"): follows a turn of one
- * session through the {@link TurnFeed}, from the replay buffer then live, and ends with
- * `finish` and `[DONE]` when the stream is settled. Reading the buffer and listening happen in
- * one tick, so every event is sent once, in `seq` order.
+ * One SSE response of a frontend protocol (README, "AI SDK UI message stream", "AG-UI"):
+ * follows a turn of one session through the {@link TurnFeed}, from the replay buffer then
+ * live, and ends with the protocol's last events when the stream is settled. Reading the
+ * buffer and listening happen in one tick, so every event is sent once, in `seq` order.
  *
  * A stream for an input (`POST`) may follow a turn the input is expected to join and, when that
  * turn ends without it, wait for the turn that settles it; a resumed stream (`GET`) follows one
  * turn to its end.
  */
-export class UiChatStream {
+export class TurnStream {
   private followed?: Followed;
   /** The turn followed before, ended without the input (it may still have joined it). */
   private previous?: Followed;
@@ -53,11 +74,13 @@ export class UiChatStream {
   constructor(
     private readonly sse: SseWriter,
     private readonly feed: TurnFeed,
+    private readonly protocol: TurnStreamProtocol,
     readonly sessionId: string,
     /** The input whose settlement ends the stream; absent: the stream ends with its turn. */
     private readonly inputId?: string,
   ) {
     this.stopListening = feed.listen(sessionId, (item) => this.onItem(item));
+    sse.send(protocol.open());
   }
 
   /** Whether the stream was settled and ended (or closed). */
@@ -72,7 +95,7 @@ export class UiChatStream {
 
   /** The turn followed now, unless it has ended. */
   get runningTurn(): string | undefined {
-    return this.followed && !this.followed.outcome ? this.followed.turnId : undefined;
+    return this.followed && !this.followed.end ? this.followed.turnId : undefined;
   }
 
   /**
@@ -83,7 +106,7 @@ export class UiChatStream {
   follow(turnId: string, afterSeq: number, prime: boolean): boolean {
     const replay = this.feed.buffer.replay(this.sessionId, turnId, prime ? 0 : afterSeq);
     if (replay.status !== 'ok') return false;
-    this.followed = { turnId, encoder: new UiMessageEncoder(turnId), lastSeq: afterSeq };
+    this.followed = { turnId, encoder: this.protocol.encoder(turnId), lastSeq: afterSeq };
     this.begin(turnId);
     for (const entry of replay.entries) {
       if ((entry.event.seq ?? 0) <= afterSeq) this.followed.encoder.encode(entry);
@@ -101,14 +124,14 @@ export class UiChatStream {
 
   /**
    * While the input waits (no turn followed): sends its place in the session's waiting list
-   * (`data-queue`, from 0) when it changes.
+   * (from 0) when it changes.
    */
   queued(waiting: readonly { id?: string }[]): void {
     if (this.done || this.followed || this.inputId === undefined) return;
     const position = waiting.findIndex((m) => m.id === this.inputId);
     if (position < 0 || position === this.position) return;
     this.position = position;
-    this.sse.send([{ type: 'data-queue', data: { position } }]);
+    this.sse.send(this.protocol.queued(position));
   }
 
   /** The input is settled: ends the stream now, or once the turn that settled it has ended. */
@@ -116,19 +139,15 @@ export class UiChatStream {
     this.settlement = settlement;
     if (this.done) return;
     if (settlement.settled !== 'turn') {
-      const why = settlement.settled === 'dropped' ? `dropped (${settlement.reason})` : 'discarded';
-      this.sse.send([{ type: 'data-settlement', data: settlement }]);
-      this.sse.send([{ type: 'error', errorText: `The input was ${why} before any turn` }]);
-      return this.finish('other');
+      this.sse.send(this.protocol.dropped(settlement));
+      return this.finish();
     }
     const ended = [this.followed, this.previous].find((f) => f?.turnId === settlement.turnId);
-    if (ended?.outcome) return this.finish(FINISH_REASONS[ended.outcome]);
+    if (ended?.end) return this.finish(ended.end);
     // It settled in a turn this stream did not follow (it joined it unseen): replay that turn.
     if (!ended) {
       this.follow(settlement.turnId, 0, false);
-      if (!this.done && this.followed?.turnId !== settlement.turnId) {
-        this.finish(FINISH_REASONS[settlement.outcome]);
-      }
+      if (!this.done && this.followed?.turnId !== settlement.turnId) this.finish(settlement);
     }
   }
 
@@ -141,7 +160,7 @@ export class UiChatStream {
   private begin(turnId: string): void {
     if (this.started) return;
     this.started = true;
-    this.sse.send([{ type: 'start', messageId: turnId }]);
+    this.sse.send(this.protocol.begin(turnId));
   }
 
   private onItem(item: FeedItem): void {
@@ -160,11 +179,11 @@ export class UiChatStream {
     }
     const chunks = followed.encoder.encode(item);
     this.sse.send(chunks, item.name === 'token:usage' ? undefined : this.idOf(item, followed));
-    if (item.name === 'agent:turn:end') this.turnEnded(followed, item.event.outcome);
+    if (item.name === 'agent:turn:end') this.turnEnded(followed, item.event);
   }
 
   private idOf(item: TurnStreamEntry, followed: Followed): string {
-    return uiEventId(followed.turnId, item.event.seq ?? followed.lastSeq);
+    return streamEventId(followed.turnId, item.event.seq ?? followed.lastSeq);
   }
 
   /** Whether a turn start is the one this stream's input opens. */
@@ -172,12 +191,12 @@ export class UiChatStream {
     return this.inputId !== undefined && item.event.inputs.some((i) => i.id === this.inputId);
   }
 
-  private turnEnded(followed: Followed, outcome: TurnOutcome): void {
-    followed.outcome = outcome;
+  private turnEnded(followed: Followed, end: StreamEnd): void {
+    followed.end = { turnId: end.turnId, outcome: end.outcome, error: end.error };
     const settlement = this.settlement;
-    if (this.inputId === undefined) return this.finish(FINISH_REASONS[outcome]);
+    if (this.inputId === undefined) return this.finish(followed.end);
     if (settlement?.settled === 'turn' && settlement.turnId === followed.turnId) {
-      return this.finish(FINISH_REASONS[outcome]);
+      return this.finish(followed.end);
     }
     // The input did not join this turn: it waits for the one that settles it.
     if (!settlement) {
@@ -186,10 +205,11 @@ export class UiChatStream {
     }
   }
 
-  private finish(finishReason: string): void {
+  /** Sends the last events (the turn's end, when it ended in one) and ends the response. */
+  private finish(end?: StreamEnd): void {
     if (this.done) return;
-    this.sse.send([{ type: 'finish', finishReason }]);
-    this.sse.end('[DONE]');
+    if (end) this.sse.send(this.protocol.finish(end));
+    this.sse.end(this.protocol.last);
     this.close();
   }
 }

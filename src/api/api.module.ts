@@ -14,6 +14,8 @@ import {
   getStorageToken,
   type ThrottlerModuleOptions,
 } from '@nestjs/throttler';
+import { AgUiController } from './ag-ui/ag-ui.controller';
+import { AgUiService } from './ag-ui/ag-ui.service';
 import { AgentApiService } from './agent/agent-api.service';
 import { MessagesController } from './agent/messages.controller';
 import { SessionsController } from './agent/sessions.controller';
@@ -136,8 +138,9 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     },
     TurnStreams,
     UiChatService,
+    AgUiService,
   ],
-  controllers: [MessagesController, SessionsController, UiChatController],
+  controllers: [MessagesController, SessionsController, UiChatController, AgUiController],
   exports: [
     API_OPTIONS,
     API_SHAPE,
@@ -167,6 +170,6 @@ export class AgentApiModule extends ApiConfigurableModule implements NestModule 
   configure(consumer: MiddlewareConsumer): void {
     consumer
       .apply(...jsonBodies(this.options.bodyLimit))
-      .forRoutes(MessagesController, SessionsController, UiChatController);
+      .forRoutes(MessagesController, SessionsController, UiChatController, AgUiController);
   }
 }

@@ -564,6 +564,7 @@ describe('REST API (README: REST API)', () => {
           'GET /agent/sessions/{sessionId}/usage',
           'GET /agent/sessions/{sessionId}/history',
           'POST /agent/ui/chat',
+          'POST /agent/ag-ui',
           'GET /agent/ui/chat/{sessionId}/stream',
           'GET /health',
           'GET /metrics',
@@ -576,6 +577,7 @@ describe('REST API (README: REST API)', () => {
           'ModelRefDto',
           'ClearDto',
           'UiChatRequestDto',
+          'RunAgentInputDto',
           'ErrorResponse',
         ]),
       );

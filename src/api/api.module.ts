@@ -14,6 +14,8 @@ import {
   getStorageToken,
   type ThrottlerModuleOptions,
 } from '@nestjs/throttler';
+import { AgUiController } from './ag-ui/ag-ui.controller';
+import { AgUiService } from './ag-ui/ag-ui.service';
 import { AgentApiService } from './agent/agent-api.service';
 import { MessagesController } from './agent/messages.controller';
 import { SessionsController } from './agent/sessions.controller';
@@ -43,9 +45,13 @@ import { RateLimiter } from './http/rate-limiter';
 import { AgentMetrics } from './metrics/agent-metrics.service';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
+import { TurnFeed } from './replay/turn-feed';
 import { TurnReplayBuffer } from './replay/turn-replay.buffer';
+import { TurnStreams } from './replay/turn-streams';
 import { QueueCoalescer } from './socket/queue-coalescer';
 import { SocketDoors } from './socket/socket-doors';
+import { UiChatController } from './ui-chat/ui-chat.controller';
+import { UiChatService } from './ui-chat/ui-chat.service';
 
 /**
  * Two throttlers: `admin` for the module's routes and sockets, `public` for what a server adds
@@ -125,8 +131,16 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     AgentEventsBridge,
     // The turns' streams kept for resuming clients (README, "Resuming a turn's stream").
     { provide: TurnReplayBuffer, useFactory: () => new TurnReplayBuffer() },
+    {
+      provide: TurnFeed,
+      useFactory: (b: TurnReplayBuffer) => new TurnFeed(b),
+      inject: [TurnReplayBuffer],
+    },
+    TurnStreams,
+    UiChatService,
+    AgUiService,
   ],
-  controllers: [MessagesController, SessionsController],
+  controllers: [MessagesController, SessionsController, UiChatController, AgUiController],
   exports: [
     API_OPTIONS,
     API_SHAPE,
@@ -156,6 +170,6 @@ export class AgentApiModule extends ApiConfigurableModule implements NestModule 
   configure(consumer: MiddlewareConsumer): void {
     consumer
       .apply(...jsonBodies(this.options.bodyLimit))
-      .forRoutes(MessagesController, SessionsController);
+      .forRoutes(MessagesController, SessionsController, UiChatController, AgUiController);
   }
 }

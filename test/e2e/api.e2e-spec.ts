@@ -563,6 +563,9 @@ describe('REST API (README: REST API)', () => {
           'GET /agent/sessions/{sessionId}/queue',
           'GET /agent/sessions/{sessionId}/usage',
           'GET /agent/sessions/{sessionId}/history',
+          'POST /agent/ui/chat',
+          'POST /agent/ag-ui',
+          'GET /agent/ui/chat/{sessionId}/stream',
           'GET /health',
           'GET /metrics',
         ].sort(),
@@ -573,6 +576,8 @@ describe('REST API (README: REST API)', () => {
           'AbortDto',
           'ModelRefDto',
           'ClearDto',
+          'UiChatRequestDto',
+          'RunAgentInputDto',
           'ErrorResponse',
         ]),
       );

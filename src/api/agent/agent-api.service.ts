@@ -13,6 +13,7 @@ import {
   type SessionListQuery,
   type SessionSettingsPatch,
   type SessionView,
+  type Settlement,
   type TokenUsageEvent,
 } from '../../contracts';
 import { AgentBackend } from '../agent-backend';
@@ -67,7 +68,21 @@ export class AgentApiService {
       if (refusal) throw refusal;
       return mapSettlement(settlement);
     }
-    // `202` only once the input is durable; one the store could not take is refused (503).
+    await this.accept(message);
+    return { accepted: true };
+  }
+
+  /**
+   * Hands an input to the agent and resolves once it is durable, with its settlement to come
+   * (a rejection is logged, never unhandled); refused as `submit` without `wait` refuses (429,
+   * 503). For the routes that stream the turn that settles the input.
+   */
+  async accept(message: IncomingMessage): Promise<{ settlement: Promise<Settlement> }> {
+    this.backend.distribution?.assertAccepting();
+    if (this.agent.isQueueFull(message.sessionId)) {
+      throw refusalOf({ settled: 'dropped', reason: 'queue-full' })!;
+    }
+    // Accepted only once the input is durable; one the store could not take is refused (503).
     const { accepted, settlement: settled } = this.agent.submit(message);
     const early = await accepted.catch(() => undefined);
     const refusal = early && refusalOf(early);
@@ -77,7 +92,7 @@ export class AgentApiService {
         `Input for session ${escapeForLog(message.sessionId)} was refused: ${errorForLog(error)}`,
       ),
     );
-    return { accepted: true };
+    return { settlement: settled };
   }
 
   /** S3: stops the session's running turn; answers as the instance running it does. */

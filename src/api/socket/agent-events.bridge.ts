@@ -10,7 +10,7 @@ import type {
   TurnEndEvent,
   TurnStartEvent,
 } from '../../contracts';
-import { TurnReplayBuffer } from '../replay/turn-replay.buffer';
+import { TurnFeed } from '../replay/turn-feed';
 import { AgentGateway } from './agent.gateway';
 import { QueueCoalescer } from './queue-coalescer';
 import {
@@ -28,7 +28,8 @@ import {
  * `token:usage` -> `usage`, `tool:execute` -> `tool`. Synchronous and non-throwing: the turn
  * that emits never waits for a socket.
  *
- * The events of a turn's stream are kept in the {@link TurnReplayBuffer} in the same call that
+ * The events of a turn's stream are kept in the replay buffer (through the {@link TurnFeed},
+ * which also hands them to the SSE routes) in the same call that
  * sends them: a `subscribe` with `resume` reads the buffer and joins the room in one tick, so
  * each event is either in its replay or sent to it live, never both, never neither.
  */
@@ -37,24 +38,24 @@ export class AgentEventsBridge {
   constructor(
     private readonly gateway: AgentGateway,
     private readonly queues: QueueCoalescer,
-    private readonly replay: TurnReplayBuffer,
+    private readonly feed: TurnFeed,
   ) {}
 
   @OnEvent('agent:turn:start')
   turnStart(event: TurnStartEvent): void {
-    this.replay.record('agent:turn:start', event);
+    this.feed.record('agent:turn:start', event);
     this.gateway.emitToSession(event.sessionId, 'turn', mapTurnStart(event));
   }
 
   @OnEvent('agent:turn:end')
   turnEnd(event: TurnEndEvent): void {
-    this.replay.record('agent:turn:end', event);
+    this.feed.record('agent:turn:end', event);
     this.gateway.emitToSession(event.sessionId, 'turn', mapTurnEnd(event));
   }
 
   @OnEvent('outbound:stream')
   stream(event: StreamEvent): void {
-    this.replay.record('outbound:stream', event);
+    this.feed.record('outbound:stream', event);
     this.gateway.emitToSession(event.sessionId, 'stream', mapStream(event));
   }
 
@@ -66,23 +67,25 @@ export class AgentEventsBridge {
   /** Coalesced per session (bursts of inputs would otherwise send the list once per input). */
   @OnEvent('agent:queue')
   queue(event: QueueEvent): void {
+    this.feed.queue(event);
     this.queues.push(event);
   }
 
   @OnEvent('token:usage')
   usage(event: TokenUsageEvent): void {
+    this.feed.usage(event);
     this.gateway.emitToSession(event.sessionId, 'usage', mapUsage(event));
   }
 
   @OnEvent('tool:execute')
   tool(event: ToolExecuteEvent): void {
-    this.replay.record('tool:execute', event);
+    this.feed.record('tool:execute', event);
     this.gateway.emitToSession(event.sessionId, 'tool', mapTool(event));
   }
 
   /** A deleted session's streams are not resumable any more. */
   @OnEvent('session:deleted')
   sessionDeleted(event: SessionDeletedEvent): void {
-    this.replay.forgetSession(event.sessionId);
+    this.feed.forgetSession(event.sessionId);
   }
 }

@@ -51,7 +51,6 @@ export type {
   ControlKind,
   DispatchView,
   DropReason,
-  EnteredInput,
   HistoryQuery,
   HoldRelease,
   InboxAcceptOptions,

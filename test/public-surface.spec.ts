@@ -47,7 +47,6 @@ const PUBLIC_NAMES = [
   'DistributionOptionsError',
   'DistributionStores',
   'DropReason',
-  'EnteredInput',
   'HistoryQuery',
   'HistoryStore',
   'HoldRelease',

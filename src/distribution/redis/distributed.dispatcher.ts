@@ -18,7 +18,7 @@ import {
   UNKNOWN_ORIGIN,
 } from './held-sessions';
 import { CrossInstanceHolds } from './cross-instance-holds';
-import type { PendingInput, PushResult } from './pending-inputs';
+import type { PendingInput } from './pending-inputs';
 import {
   ABORT,
   answerMailbox,
@@ -167,12 +167,10 @@ export class DistributedDispatcher implements WorkDispatcher {
     if (id === undefined) throw new Error('a distributed input needs its id');
     const settlement = this.waiters.wait(id);
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
-    let pushed: PushResult;
+    let holder: string | undefined;
     try {
-      // A holder elsewhere is poked by the push itself (one round trip).
-      const letter = this.parts.mailbox.letter(POKE, { sessionId: message.sessionId });
-      const push = () => this.parts.pending.push(input, letter);
-      pushed = await this.guard('the input was not accepted', push);
+      const push = () => this.parts.pending.push(input);
+      ({ holder } = await this.guard('the input was not accepted', push));
     } catch (error) {
       // Not on its way: the caller hears of the failure (Redis unreachable: a
       // `RedisUnavailableError`, which the gate settles as `store-unavailable`).
@@ -181,11 +179,9 @@ export class DistributedDispatcher implements WorkDispatcher {
     }
     // On its way from now on (the list has it): telling the holder is the rest of the job, and a
     // failure to tell it falls back to waking the session, never to refusing the input.
-    if (!pushed.poked) {
-      await this.tell(message.sessionId, pushed.holder).catch(() =>
-        this.parts.wake.wake(message.sessionId).catch(() => undefined),
-      );
-    }
+    await this.tell(message.sessionId, holder).catch(() =>
+      this.parts.wake.wake(message.sessionId).catch(() => undefined),
+    );
     return { accepted: true, settlement };
   }
 

@@ -4,6 +4,7 @@ import { withIngress } from '../../contracts';
 import { ApiErrorResponses } from '../http/api-docs';
 import { AgentApiRoutes } from '../http/api-routes.decorator';
 import type { HttpResponse } from '../http/http-types';
+import { LAST_EVENT_ID_HEADER } from '../http/sse';
 import { RunAgentInputDto } from './ag-ui.dto';
 import { AgUiService } from './ag-ui.service';
 
@@ -17,11 +18,7 @@ export class AgUiController {
 
   @Post()
   @ApiOperation({ summary: 'AG-UI RunAgentInput in, AG-UI events out (SSE)' })
-  @ApiHeader({
-    name: 'Last-Event-ID',
-    required: false,
-    description: 'An SSE id of this stream (`<turnId>:<seq>`): continue after that event',
-  })
+  @ApiHeader(LAST_EVENT_ID_HEADER)
   @ApiOkResponse({ description: 'SSE, AG-UI events' })
   run(
     @Body() body: RunAgentInputDto,

@@ -53,3 +53,10 @@ export class SseWriter {
     this.res.end(last === undefined ? undefined : `data: ${last}\n\n`);
   }
 }
+
+/** The OpenAPI description of the `Last-Event-ID` header every SSE route of the API honours. */
+export const LAST_EVENT_ID_HEADER = {
+  name: 'Last-Event-ID',
+  required: false,
+  description: 'An SSE id of this stream (`<turnId>:<seq>`): continue after that event',
+};

@@ -5,14 +5,9 @@ import { ApiErrorResponses } from '../http/api-docs';
 import { AgentApiRoutes } from '../http/api-routes.decorator';
 import type { HttpResponse } from '../http/http-types';
 import { SessionIdPipe } from '../http/validation';
+import { LAST_EVENT_ID_HEADER } from '../http/sse';
 import { UiChatRequestDto } from './ui-chat.dto';
 import { UiChatService } from './ui-chat.service';
-
-const LAST_EVENT_ID = {
-  name: 'Last-Event-ID',
-  required: false,
-  description: 'An SSE id of this stream (`<turnId>:<seq>`): continue after that event',
-};
 
 /** The AI SDK's UI message stream (README, "AI SDK UI message stream"). */
 @ApiTags('ui-chat')
@@ -24,7 +19,7 @@ export class UiChatController {
 
   @Post()
   @ApiOperation({ summary: "DefaultChatTransport's request: streams the turn that settles it" })
-  @ApiHeader(LAST_EVENT_ID)
+  @ApiHeader(LAST_EVENT_ID_HEADER)
   @ApiOkResponse({ description: 'SSE, UI message stream protocol v1' })
   chat(
     @Body() body: UiChatRequestDto,
@@ -37,7 +32,7 @@ export class UiChatController {
 
   @Get(':sessionId/stream')
   @ApiOperation({ summary: "The transport's resume: the chat's active stream, 204 when none" })
-  @ApiHeader(LAST_EVENT_ID)
+  @ApiHeader(LAST_EVENT_ID_HEADER)
   @ApiOkResponse({ description: 'SSE, UI message stream protocol v1' })
   resume(
     @Param('sessionId', SessionIdPipe) sessionId: string,

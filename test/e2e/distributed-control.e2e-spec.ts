@@ -2,16 +2,9 @@ import { Queue } from 'bullmq';
 import { ModelNotFoundError } from '../../src';
 import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 import { WAKE_QUEUE, type WakeJob } from '../../src/distribution/redis/wake-queue';
-import { FakeOpenAiServer } from '../../src/testing';
-import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { DistributedApps, waitFor, type DistributedApp } from '../support/distributed-apps';
-import {
-  deletePrefix,
-  describeRedis,
-  redisConnection,
-  testPrefix,
-  testRedis,
-} from '../support/redis-test';
+import { describePg } from '../contracts/sql-test-db';
+import { useDistributedApps, waitFor, type DistributedApp } from '../support/distributed-apps';
+import { describeRedis, redisConnection, testRedis } from '../support/redis-test';
 
 jest.setTimeout(30_000);
 
@@ -24,34 +17,16 @@ jest.setTimeout(30_000);
  */
 describeRedis('distributed control and repeated deliveries (two instances)', () => {
   describePg('on PostgreSQL', () => {
-    let server: FakeOpenAiServer;
-    let db: TempDb;
-    let prefix: string;
-    let apps: DistributedApps;
-
-    beforeEach(async () => {
-      server = await FakeOpenAiServer.start();
-      db = await tempPgSchema();
-      prefix = testPrefix();
-      apps = new DistributedApps({ server, dbUrl: db.url, prefix });
-    });
-
-    afterEach(async () => {
-      server.release();
-      await apps.close();
-      await server.close();
-      await deletePrefix(prefix);
-      await db.drop();
-    });
+    const t = useDistributedApps();
 
     /** A turn of `s` running on its holder with its model reply held: holder, other, turn. */
     async function running(a: DistributedApp, b: DistributedApp, content = 'H1') {
       const first = a.harness.agent.handleMessage({ sessionId: 's', content });
-      const start = await apps.turnStart(
+      const start = await t.apps.turnStart(
         (e) => e.sessionId === 's' && e.inputs.some((m) => m.content === content),
       );
-      await server.nextRequest();
-      const [holder] = apps.ranOn(start.turnId);
+      await t.server.nextRequest();
+      const [holder] = t.apps.ranOn(start.turnId);
       const other = holder === a ? b : a;
       return { first, turnId: start.turnId, holder, other };
     }
@@ -60,7 +35,7 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
     const idle = async (sessionId: string) => {
       const redis = testRedis();
       try {
-        const key = new RedisKeys(prefix).lease(sessionId);
+        const key = new RedisKeys(t.prefix).lease(sessionId);
         await waitFor(async () => (await redis.exists(key)) === 0, 'the lease let go');
       } finally {
         redis.disconnect();
@@ -76,12 +51,12 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
       );
 
     const contents = async (sessionId: string) =>
-      (await apps.apps[0].harness.stored(sessionId)).map((m) => m.content);
+      (await t.apps.apps[0].harness.stored(sessionId)).map((m) => m.content);
 
     it('S6: a model assigned on the other instance while a turn runs is the one the next turn uses', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
       const { first, holder, other } = await running(a, b);
 
       await other.harness.agent.assignModel('s', { model: 'other-model' });
@@ -91,18 +66,18 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         'agent:queue',
         (q) => q.sessionId === 's' && q.waiting.length === 1,
       );
-      server.release();
+      t.server.release();
       await expect(first).resolves.toMatchObject({ settled: 'turn', reply: 'R1' });
       await expect(second).resolves.toMatchObject({ settled: 'turn', reply: 'R2' });
       // The running turn kept its model; the next one took the assigned one.
-      expect(server.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
+      expect(t.server.requests.map((r) => r.model)).toEqual(['test-model', 'other-model']);
 
       // Idle again, the session's next turn may run on either instance: still the assigned model.
       await idle('s');
       await expect(
         other.harness.agent.handleMessage({ sessionId: 's', content: 'H3' }),
       ).resolves.toMatchObject({ settled: 'turn', reply: 'R3' });
-      expect(server.requests.map((r) => r.model)).toEqual([
+      expect(t.server.requests.map((r) => r.model)).toEqual([
         'test-model',
         'other-model',
         'other-model',
@@ -113,25 +88,25 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
     });
 
     it('S6: a model no provider serves is refused on the other instance with ModelNotFoundError, and nothing changes', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
       const { first, other } = await running(a, b);
 
       await expect(
         other.harness.agent.assignModel('s', { provider: 'nope', model: 'x' }),
       ).rejects.toBeInstanceOf(ModelNotFoundError);
-      server.release();
+      t.server.release();
       await first;
       await idle('s');
       await other.harness.agent.handleMessage({ sessionId: 's', content: 'H2' });
-      expect(server.requests.map((r) => r.model)).toEqual(['test-model', 'test-model']);
+      expect(t.server.requests.map((r) => r.model)).toEqual(['test-model', 'test-model']);
     });
 
     it('S1: an input delivered twice to each instance while its session runs settles once, is archived once and runs in one turn', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R0', hold: true }, { text: 'R1' });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R0', hold: true }, { text: 'R1' });
       const { first, holder } = await running(a, b, 'H0');
 
       const input = { id: 'dup-1', sessionId: 's', content: 'H1' };
@@ -147,7 +122,7 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         'agent:queue',
         (q) => q.sessionId === 's' && q.waiting.length >= 1,
       );
-      server.release();
+      t.server.release();
       await expect(first).resolves.toMatchObject({ settled: 'turn', reply: 'R0' });
       const settled = await Promise.all(deliveries);
       expect(settled[0]).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
@@ -155,25 +130,25 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
 
       await idle('s');
       expect(await contents('s')).toEqual(['H0', 'R0', 'H1', 'R1']);
-      const turnsWithH1 = apps
+      const turnsWithH1 = t.apps
         .all('agent:turn:start')
         .filter((e) => e.inputs.some((m) => m.content === 'H1'));
       expect(turnsWithH1).toHaveLength(1);
       expect(turnsWithH1[0].inputs.filter((m) => m.content === 'H1')).toHaveLength(1);
-      expect(server.requests).toHaveLength(2);
+      expect(t.server.requests).toHaveLength(2);
 
       // Delivered again once settled, to either instance: the first settlement, nothing run.
       for (const app of [a, b]) {
         await expect(app.harness.agent.handleMessage({ ...input })).resolves.toEqual(settled[0]);
       }
-      expect(server.requests).toHaveLength(2);
+      expect(t.server.requests).toHaveLength(2);
       expect(await contents('s')).toEqual(['H0', 'R0', 'H1', 'R1']);
     });
 
     it('S1: an input delivered to both instances of an idle session at once runs once', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1' }, { text: 'R-extra' });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R1' }, { text: 'R-extra' });
       const input = { id: 'dup-2', sessionId: 's', content: 'H1' };
       const settled = await Promise.all([
         a.harness.agent.handleMessage(input),
@@ -183,13 +158,13 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
       expect(settled[1]).toEqual(settled[0]);
       await idle('s');
       expect(await contents('s')).toEqual(['H1', 'R1']);
-      expect(server.requests).toHaveLength(1);
+      expect(t.server.requests).toHaveLength(1);
     });
 
     it('S1, S5: a repeat on the other instance follows the first delivery: no second preprocessing, no second run, even when the first settles first', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1', hold: true }, { text: 'R-extra' });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R1', hold: true }, { text: 'R-extra' });
       const preprocessedOnB: string[] = [];
       b.harness.agent.registerPreprocessor('count', async (message, next) => {
         preprocessedOnB.push(message.content);
@@ -197,22 +172,22 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
       });
       const input = { id: 'dup-3', sessionId: 's', content: 'H1' };
       const firstDelivery = a.harness.agent.handleMessage(input);
-      await apps.turnStart((e) => e.sessionId === 's');
-      await server.nextRequest();
+      await t.apps.turnStart((e) => e.sessionId === 's');
+      await t.server.nextRequest();
       const repeat = b.harness.agent.handleMessage({ ...input });
-      server.release();
+      t.server.release();
       const settled = await firstDelivery;
       expect(settled).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });
       await expect(repeat).resolves.toEqual(settled);
       await idle('s');
       expect(preprocessedOnB).toEqual([]);
-      expect(server.requests).toHaveLength(1);
+      expect(t.server.requests).toHaveLength(1);
       expect(await contents('s')).toEqual(['H1', 'R1']);
     });
 
     it('S1: a repeat of an input whose instance died before handing it over runs it once, a lease later, even after a clean release', async () => {
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R0' }, { text: 'R1' }, { text: 'R-extra' });
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R0' }, { text: 'R1' }, { text: 'R-extra' });
       // A turn before: the session was let go cleanly (its next grant would skip the takeover).
       await b.harness.agent.handleMessage({ sessionId: 's', content: 'H0' });
       await idle('s');
@@ -226,15 +201,18 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         reply: 'R1',
       });
       await idle('s');
-      expect(server.requests).toHaveLength(2);
+      expect(t.server.requests).toHaveLength(2);
       expect(await contents('s')).toEqual(['H0', 'R0', 'H1', 'R1']);
     });
 
     it('a wake job delivered twice for a session (and once more after it ran) runs its inputs once', async () => {
-      const a = await apps.start('inst-a');
-      const b = await apps.start('inst-b');
-      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R-extra' });
-      const queue = new Queue<WakeJob>(WAKE_QUEUE, { connection: redisConnection(), prefix });
+      const a = await t.apps.start('inst-a');
+      const b = await t.apps.start('inst-b');
+      t.server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R-extra' });
+      const queue = new Queue<WakeJob>(WAKE_QUEUE, {
+        connection: redisConnection(),
+        prefix: t.prefix,
+      });
       try {
         const { first, holder } = await running(a, b);
         const second = b.harness.agent.handleMessage({ sessionId: 's', content: 'H2' });
@@ -248,7 +226,7 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         expect(outcomes.sort()).toEqual(['held-elsewhere', 'running-here']);
         await queue.add(WAKE_QUEUE, { sessionId: 's' });
         await queue.add(WAKE_QUEUE, { sessionId: 's' });
-        server.release();
+        t.server.release();
         await expect(first).resolves.toMatchObject({ settled: 'turn', reply: 'R1' });
         await expect(second).resolves.toMatchObject({ settled: 'turn', reply: 'R2' });
         await noJobs(queue);
@@ -257,9 +235,9 @@ describeRedis('distributed control and repeated deliveries (two instances)', () 
         // Delivered once more after the session went idle: nothing left to run.
         for (const i of [a, b]) await expect(i.dispatcher.runWake('s')).resolves.toBe('ran');
         await noJobs(queue);
-        expect(server.requests).toHaveLength(2);
+        expect(t.server.requests).toHaveLength(2);
         expect(await contents('s')).toEqual(['H1', 'R1', 'H2', 'R2']);
-        expect(apps.all('agent:turn:start')).toHaveLength(2);
+        expect(t.apps.all('agent:turn:start')).toHaveLength(2);
       } finally {
         await queue.close();
       }

@@ -1,7 +1,6 @@
-import { FakeOpenAiServer } from '../../src/testing';
-import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { DistributedApps, waitFor } from '../support/distributed-apps';
-import { deletePrefix, describeRedis, testPrefix } from '../support/redis-test';
+import { describePg } from '../contracts/sql-test-db';
+import { useDistributedApps, waitFor } from '../support/distributed-apps';
+import { describeRedis } from '../support/redis-test';
 import { parentIdOf, SpanRecorder } from '../support/span-recorder';
 
 /**
@@ -12,37 +11,19 @@ import { parentIdOf, SpanRecorder } from '../support/span-recorder';
 describeRedis('tracing in distributed mode', () => {
   describePg('two instances on PostgreSQL and Redis', () => {
     let spans: SpanRecorder;
-    let server: FakeOpenAiServer;
-    let db: TempDb;
-    let prefix: string;
-    let apps: DistributedApps;
+    const t = useDistributedApps();
 
     beforeAll(() => {
       spans = SpanRecorder.register();
     });
     afterAll(() => spans.unregister());
 
-    beforeEach(async () => {
-      server = await FakeOpenAiServer.start();
-      db = await tempPgSchema();
-      prefix = testPrefix();
-      apps = new DistributedApps({ server, dbUrl: db.url, prefix });
-    });
-
-    afterEach(async () => {
-      server.release();
-      await apps.close();
-      await server.close();
-      await deletePrefix(prefix);
-      await db.drop();
-    });
-
     it('S1: an input sent to one instance and run on the holder is one trace: its invoke_agent is a child of its agent.input', async () => {
-      const { harness: a } = await apps.start('trace-a');
-      const { harness: b } = await apps.start('trace-b');
-      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const { harness: a } = await t.apps.start('trace-a');
+      const { harness: b } = await t.apps.start('trace-b');
+      t.server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
       const first = a.agent.handleMessage({ sessionId: 's', content: 'H1' });
-      await server.nextRequest();
+      await t.server.nextRequest();
       let holder = '';
       await waitFor(async () => {
         const [va, vb] = await Promise.all([a.agent.getSession('s'), b.agent.getSession('s')]);
@@ -54,7 +35,7 @@ describeRedis('tracing in distributed mode', () => {
       // Sent to the instance that does not run the session: it waits there, runs on the holder.
       const second = other.agent.handleMessage({ sessionId: 's', content: 'H2' });
       await waitFor(() => other.agent.waiting('s').length === 1, 'H2 to wait');
-      server.release();
+      t.server.release();
       await first;
       const settled = await second;
       if (settled.settled !== 'turn') throw new Error(`H2 settled ${settled.settled}`);
@@ -70,9 +51,9 @@ describeRedis('tracing in distributed mode', () => {
     }, 20_000);
 
     it('S1: an input for an idle session woken by a BullMQ job joins its trace on the instance that takes the job', async () => {
-      const { harness: a } = await apps.start('trace-a');
-      await apps.start('trace-b');
-      server.enqueue({ text: 'R1' });
+      const { harness: a } = await t.apps.start('trace-a');
+      await t.apps.start('trace-b');
+      t.server.enqueue({ text: 'R1' });
 
       const settled = await a.agent.handleMessage({ sessionId: 'idle', content: 'H1' });
       if (settled.settled !== 'turn') throw new Error(`H1 settled ${settled.settled}`);

@@ -6,9 +6,10 @@ import {
   type SqlStores,
 } from '../../src';
 import type { DistributedDispatcher } from '../../src/distribution/redis/distributed.dispatcher';
-import type { FakeOpenAiServer } from '../../src/testing';
+import { FakeOpenAiServer } from '../../src/testing';
+import { tempPgSchema, type TempDb } from '../contracts/sql-test-db';
 import { AgentHarness } from './agent-harness';
-import { REDIS_URL } from './redis-test';
+import { deletePrefix, REDIS_URL, testPrefix } from './redis-test';
 
 /** One distributed instance: an AgentModule application with its own stores and Redis clients. */
 export interface DistributedApp {
@@ -109,4 +110,50 @@ export async function waitFor(
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** What {@link useDistributedApps} gives each test. */
+export interface DistributedAppsFixture {
+  readonly server: FakeOpenAiServer;
+  readonly prefix: string;
+  readonly apps: DistributedApps;
+}
+
+/**
+ * The set-up of a suite of instances in one process: before each test a fake model server, a
+ * PostgreSQL schema, a Redis key prefix and a `DistributedApps` on them; after it the instances
+ * closed and all of it removed. Call inside the suite's `describe`.
+ */
+export function useDistributedApps(): DistributedAppsFixture {
+  let current: (DistributedAppsFixture & { db: TempDb }) | undefined;
+  const get = () => {
+    if (!current) throw new Error('useDistributedApps: used outside a test');
+    return current;
+  };
+  beforeEach(async () => {
+    const server = await FakeOpenAiServer.start();
+    const db = await tempPgSchema();
+    const prefix = testPrefix();
+    current = { server, db, prefix, apps: new DistributedApps({ server, dbUrl: db.url, prefix }) };
+  });
+  afterEach(async () => {
+    const { server, apps, prefix, db } = get();
+    current = undefined;
+    server.release();
+    await apps.close();
+    await server.close();
+    await deletePrefix(prefix);
+    await db.drop();
+  });
+  return {
+    get server() {
+      return get().server;
+    },
+    get prefix() {
+      return get().prefix;
+    },
+    get apps() {
+      return get().apps;
+    },
+  };
 }

@@ -17,6 +17,7 @@ import {
   type WakeWorkerState,
   type DistributionRuntime,
   type DistributionSetup,
+  type EventRelay,
   type SocketAdapter,
   type WakeQueue,
   type WakeWorker,
@@ -139,5 +140,13 @@ export class AgentDistribution
    */
   socketAdapter(): SocketAdapter | undefined {
     return this.runtime?.socketAdapter();
+  }
+
+  /**
+   * Distributed mode: the events clients follow, carried between instances, and the kept streams
+   * of turns for clients that resume on another instance. `undefined` in one process.
+   */
+  eventRelay(): EventRelay | undefined {
+    return this.runtime?.eventRelay;
   }
 }

@@ -8,3 +8,4 @@ export * from './instrumentation';
 export * from './tools';
 export { decodeSessionCursor, SESSION_PAGE, SESSION_STATES } from './session-cursor';
 export { AgentDistribution } from './distribution-lifecycle';
+export type { EventRelay, RelayedEvent, RelayedLatestTurn } from '../distribution';

@@ -46,6 +46,7 @@ import { AgentMetrics } from './metrics/agent-metrics.service';
 import { AgentEventsBridge } from './socket/agent-events.bridge';
 import { AgentGateway, agentGatewayFor } from './socket/agent.gateway';
 import { TurnFeed } from './replay/turn-feed';
+import { RemoteTurns } from './replay/remote-turns';
 import { TurnReplayBuffer } from './replay/turn-replay.buffer';
 import { TurnStreams } from './replay/turn-streams';
 import { QueueCoalescer } from './socket/queue-coalescer';
@@ -136,6 +137,7 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
       useFactory: (b: TurnReplayBuffer) => new TurnFeed(b),
       inject: [TurnReplayBuffer],
     },
+    RemoteTurns,
     TurnStreams,
     UiChatService,
     AgUiService,

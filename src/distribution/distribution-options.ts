@@ -7,6 +7,7 @@ import type { SettlementSource } from './redis/settlement-waiters';
 import type { UnsettledSource } from './redis/orphan-wakes';
 import type { RedisReachability } from './distribution-health';
 import { LeaseFencing } from './redis/lease-fencing';
+import type { EventRelay } from './event-relay';
 
 /** The SQL stores distributed mode writes through: PostgreSQL, created with a `LeaseFencing`. */
 export interface DistributionStores {
@@ -125,6 +126,8 @@ export interface DistributionRuntime {
    * instance; with its own two connections, closed by `close`.
    */
   socketAdapter(): SocketAdapter;
+  /** The events clients follow, between instances, and the turns' logs for resuming clients. */
+  readonly eventRelay: EventRelay;
   /** Whether Redis is reachable now, as last seen (no round trip). */
   reachable(): boolean;
   /** Whether this instance reaches Redis: its connections' states after one bounded PING. */

@@ -8,3 +8,4 @@ export * from './wake-wiring';
 export type { WakeQueue } from './redis/wake-queue';
 // Type-only use of ioredis: importing it loads no Redis client.
 export { RedisUnavailableError } from './redis/redis-health';
+export * from './event-relay';

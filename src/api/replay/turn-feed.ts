@@ -39,14 +39,18 @@ export class TurnFeed {
     private readonly ttlMs = REPLAY_TTL_MS,
   ) {}
 
-  /** Keeps one event of a turn's stream and tells the session's listeners. */
-  record<K extends TurnStreamEventName>(name: K, event: TurnStreamEventMap[K]): void {
-    this.buffer.record(name, event);
+  /**
+   * Keeps one event of a turn's stream and tells the session's listeners; false (and nobody
+   * told) when it was kept already.
+   */
+  record<K extends TurnStreamEventName>(name: K, event: TurnStreamEventMap[K]): boolean {
+    if (!this.buffer.record(name, event)) return false;
     if (name === 'agent:turn:start') {
       const { turnId, source } = event as TurnStreamEventMap['agent:turn:start'];
       this.latestTurns.set(event.sessionId, { turnId, source, ended: false });
     } else if (name === 'agent:turn:end') this.ended(event as TurnStreamEventMap['agent:turn:end']);
     this.notify(event.sessionId, { name, event } as TurnStreamEntry);
+    return true;
   }
 
   /** Tells the session's listeners of a usage report. */
@@ -75,6 +79,13 @@ export class TurnFeed {
     return this.latestTurns.get(sessionId);
   }
 
+  /** The session's latest turn as another instance kept it, unless one is known here. */
+  adoptLatest(sessionId: string, latest: LatestTurn): void {
+    if (this.latestTurns.has(sessionId)) return;
+    this.latestTurns.set(sessionId, { ...latest });
+    if (latest.ended) this.expireLatest(sessionId, this.latestTurns.get(sessionId)!);
+  }
+
   /** A deleted session: its streams are not resumable any more. */
   forgetSession(sessionId: string): void {
     this.latestTurns.delete(sessionId);
@@ -85,10 +96,12 @@ export class TurnFeed {
     const latest = this.latestTurns.get(event.sessionId);
     if (latest?.turnId !== event.turnId) return;
     latest.ended = true;
+    this.expireLatest(event.sessionId, latest);
+  }
+
+  private expireLatest(sessionId: string, latest: LatestTurn): void {
     setTimeout(() => {
-      if (this.latestTurns.get(event.sessionId) === latest) {
-        this.latestTurns.delete(event.sessionId);
-      }
+      if (this.latestTurns.get(sessionId) === latest) this.latestTurns.delete(sessionId);
     }, this.ttlMs).unref?.();
   }
 

@@ -104,13 +104,16 @@ export class TurnReplayBuffer {
     return this.turns.size;
   }
 
-  /** Keeps one event of a turn's stream (in `seq` order; a repeated `seq` is ignored). */
-  record<K extends TurnStreamEventName>(name: K, event: TurnStreamEventMap[K]): void {
+  /**
+   * Keeps one event of a turn's stream (in `seq` order). False when it was kept already (a
+   * repeated `seq`, e.g. an event relayed by another instance after a backfill had it).
+   */
+  record<K extends TurnStreamEventName>(name: K, event: TurnStreamEventMap[K]): boolean {
     const { turnId, seq } = event;
-    if (turnId === undefined || seq === undefined) return;
+    if (turnId === undefined || seq === undefined) return true;
     let log = this.turns.get(turnId);
     if (!log) log = this.open(turnId, event.sessionId, seq);
-    if (seq <= log.lastSeq) return;
+    if (seq <= log.lastSeq) return false;
     if (seq !== log.lastSeq + 1) log.restartAt(seq);
     if (log.events.length < this.maxEvents) {
       log.names.push(name);
@@ -129,6 +132,36 @@ export class TurnReplayBuffer {
     else if (name === 'outbound:stream' && (event as StreamEvent).done) {
       this.expire(turnId, log, false);
     }
+    return true;
+  }
+
+  /**
+   * Adds a turn's events kept elsewhere (distributed mode: its log in Redis, in `seq` order) to
+   * what is kept here, so that a resume can have them: the union by `seq`, kept from the newest
+   * event back to the first gap. Listeners are not told (they have had the live ones).
+   */
+  backfill(sessionId: string, turnId: string, entries: readonly TurnStreamEntry[]): void {
+    const bySeq = new Map<number, TurnStreamEntry>();
+    for (const entry of entries) {
+      if (entry.event.turnId === turnId && entry.event.seq !== undefined) {
+        bySeq.set(entry.event.seq, entry);
+      }
+    }
+    const kept = this.turns.get(turnId);
+    if (kept && kept.sessionId !== sessionId) return;
+    if (kept) {
+      const here = this.replay(sessionId, turnId, kept.firstSeq - 1);
+      if (here.status === 'ok')
+        for (const entry of here.entries) bySeq.set(entry.event.seq!, entry);
+      this.drop(turnId, kept);
+    }
+    const seqs = [...bySeq.keys()].sort((a, b) => a - b);
+    let from = seqs.length - 1;
+    while (from > 0 && seqs[from - 1] === seqs[from] - 1) from--;
+    for (const seq of seqs.slice(Math.max(0, from))) {
+      const entry = bySeq.get(seq)!;
+      this.record(entry.name, entry.event);
+    }
   }
 
   /** The events of `turnId` (of `sessionId`) after `afterSeq`, in order; see {@link ReplayResult}. */
@@ -143,6 +176,12 @@ export class TurnReplayBuffer {
       entries.push({ name: log.names[at], event: log.events[at] } as TurnStreamEntry);
     }
     return { status: 'ok', entries, ended: log.ended };
+  }
+
+  /** Drops one turn. */
+  forget(turnId: string): void {
+    const log = this.turns.get(turnId);
+    if (log) this.drop(turnId, log);
   }
 
   /** Drops every turn of a session (it was deleted). */

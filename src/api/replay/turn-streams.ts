@@ -4,6 +4,7 @@ import { AgentApiService } from '../agent/agent-api.service';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import type { HttpResponse } from '../http/http-types';
 import { SseWriter } from '../http/sse';
+import { RemoteTurns } from './remote-turns';
 import { TurnFeed } from './turn-feed';
 import { parseStreamEventId, TurnStream, type TurnStreamProtocol } from './turn-stream';
 
@@ -32,6 +33,7 @@ export class TurnStreams {
   constructor(
     private readonly api: AgentApiService,
     private readonly feed: TurnFeed,
+    private readonly remote: RemoteTurns,
   ) {}
 
   /** Submits `message` (with an id) and streams the turn that settles it. */
@@ -42,7 +44,9 @@ export class TurnStreams {
   ): Promise<void> {
     const { sessionId } = message;
     // A retried request that got part of its stream continues after it, without a new input.
-    if (this.resumeAfter(sessionId, res, options)) return;
+    if (await this.resumeAfter(sessionId, res, options)) return;
+    // Distributed mode: the session's latest turn may run on another instance.
+    await this.remote.prepareLatest(sessionId);
     const sse = new SseWriter(res, options.format);
     const stream = new TurnStream(sse, this.feed, options.protocol, sessionId, message.id);
     let accepted: { settlement: Promise<Settlement> };
@@ -63,15 +67,21 @@ export class TurnStreams {
       stream.queued(this.api.queue(sessionId).waiting);
     }
     accepted.settlement.then(
-      (settlement) => stream.settled(settlement),
+      async (settlement) => {
+        // Distributed mode: the turn's end may come after the settlement, from its instance.
+        if (settlement.settled === 'turn')
+          await this.remote.whenEnded(sessionId, settlement.turnId);
+        stream.settled(settlement);
+      },
       () => stream.settled({ settled: 'dropped', reason: 'failed' }),
     );
   }
 
   /** Streams the session's latest turn (running, or ended within 60 s); 204 when none. */
-  resume(sessionId: string, res: HttpResponse, options: StreamOptions): void {
+  async resume(sessionId: string, res: HttpResponse, options: StreamOptions): Promise<void> {
     const resumeOptions = { ...options, abortOnDisconnect: false };
-    if (this.resumeAfter(sessionId, res, resumeOptions)) return;
+    if (await this.resumeAfter(sessionId, res, resumeOptions)) return;
+    await this.remote.prepareLatest(sessionId);
     const latest = this.feed.latest(sessionId);
     const sse = new SseWriter(res, options.format);
     const stream = new TurnStream(sse, this.feed, options.protocol, sessionId);
@@ -83,9 +93,14 @@ export class TurnStreams {
   }
 
   /** Continues after a `Last-Event-ID` (`<turnId>:<seq>`) of the session; false when it can't. */
-  private resumeAfter(sessionId: string, res: HttpResponse, options: StreamOptions): boolean {
+  private async resumeAfter(
+    sessionId: string,
+    res: HttpResponse,
+    options: StreamOptions,
+  ): Promise<boolean> {
     const after = parseStreamEventId(options.lastEventId);
     if (!after) return false;
+    await this.remote.prepareTurn(sessionId, after.turnId, after.seq);
     const sse = new SseWriter(res, options.format);
     const stream = new TurnStream(sse, this.feed, options.protocol, sessionId);
     const { turnId, seq } = after;

@@ -16,6 +16,7 @@ import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
 import { logFailure } from '../http/api-exception.filter';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import { validatePayload } from '../http/validation';
+import { RemoteTurns } from '../replay/remote-turns';
 import { TurnReplayBuffer } from '../replay/turn-replay.buffer';
 import { SocketDoors } from './socket-doors';
 import {
@@ -52,12 +53,24 @@ type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, So
 export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   private readonly logger = new Logger('AgentGateway');
   private namespace?: AgentNamespace;
+  /** Distributed mode: the other instances deliver to their own clients (`AgentEventsBridge`). */
+  private localOnly = false;
 
   constructor(
     private readonly doors: SocketDoors,
     private readonly api: AgentApiService,
     private readonly replay: TurnReplayBuffer,
+    private readonly remote: RemoteTurns,
   ) {}
+
+  /**
+   * Distributed mode: `emitToSession` reaches this instance's clients only, each instance
+   * delivering the events relayed to it (so that the replay buffer and the rooms of every
+   * instance follow one order).
+   */
+  deliverLocally(): void {
+    this.localOnly = true;
+  }
 
   afterInit(namespace: AgentNamespace): void {
     this.namespace = namespace;
@@ -96,6 +109,8 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
     turnId: string,
     afterSeq: number,
   ): Promise<SubscribeAck> {
+    // Distributed mode: what the turn's instance kept in Redis and this one lacks, first.
+    await this.remote.prepareTurn(sessionId, turnId, afterSeq);
     const joined = socket.join(sessionRoom(sessionId));
     const replay = this.replay.replay(sessionId, turnId, afterSeq);
     if (replay.status === 'ok') {
@@ -145,7 +160,8 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
   ): void {
     if (!this.namespace) return;
     try {
-      const rooms = this.namespace.to([sessionRoom(sessionId), ALL_SESSIONS_ROOM]);
+      const target = this.localOnly ? this.namespace.local : this.namespace;
+      const rooms = target.to([sessionRoom(sessionId), ALL_SESSIONS_ROOM]);
       (rooms.emit as (event: E, payload: ServerEventPayload<E>) => boolean)(event, payload);
     } catch (error) {
       this.logger.warn(

@@ -38,7 +38,7 @@ export class UiChatController {
     @Param('sessionId', SessionIdPipe) sessionId: string,
     @Res() res: HttpResponse,
     @Headers('last-event-id') lastEventId?: string,
-  ): void {
-    this.chats.resume(sessionId, res, lastEventId);
+  ): Promise<void> {
+    return this.chats.resume(sessionId, res, lastEventId);
   }
 }

@@ -30,8 +30,8 @@ export class UiChatService {
   }
 
   /** Streams the chat's latest turn (running, or ended within 60 s); 204 when none. */
-  resume(sessionId: string, res: HttpResponse, lastEventId?: string): void {
-    this.streams.resume(sessionId, res, {
+  resume(sessionId: string, res: HttpResponse, lastEventId?: string): Promise<void> {
+    return this.streams.resume(sessionId, res, {
       protocol: uiMessageProtocol,
       headers: UI_STREAM_HEADERS,
       lastEventId,

@@ -38,4 +38,24 @@ export class RedisKeys {
   instances(): string {
     return `${this.prefix}:instances`;
   }
+
+  /** The kept stream of a turn, for clients that resume on another instance (a stream). */
+  turnLog(turnId: string): string {
+    return `${this.prefix}:turnlog:${turnId}`;
+  }
+
+  /** The session's latest turn: `{ turnId, source?, ended }` (JSON). */
+  latestTurn(sessionId: string): string {
+    return `${this.prefix}:turnlatest:${sessionId}`;
+  }
+
+  /** The ids of the session's turns whose logs may still be kept (a set). */
+  sessionTurns(sessionId: string): string {
+    return `${this.prefix}:turns:${sessionId}`;
+  }
+
+  /** The pub/sub channel of the events clients follow, from every instance. */
+  events(): string {
+    return `${this.prefix}:events`;
+  }
 }

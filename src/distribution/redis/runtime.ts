@@ -1,4 +1,5 @@
 import type { ConnectionOptions } from 'bullmq';
+import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import type { SessionLanesFactory } from '../../contracts';
 import type {
@@ -11,6 +12,7 @@ import { InstanceMailbox } from './instance-mailbox';
 import { InstanceRegistry } from './instance-registry';
 import { PendingInputs } from './pending-inputs';
 import { wakeOrphanedSessions, type UnsettledSource } from './orphan-wakes';
+import { RedisEventRelay } from './redis-event-relay';
 import { RedisHealth } from './redis-health';
 import { checkRedisSettings } from './redis-settings';
 import { RemoteView } from './remote-view';
@@ -63,6 +65,8 @@ export async function connectChecked(
   }
 }
 
+const relayLogger = new Logger('AgentEvents');
+
 /** The Socket.IO Redis adapter over two connections of its own (see `socketAdapter`). */
 function socketAdapterOf(redis: Redis, version: string, prefix: string): SocketAdapter {
   // Loaded only when a gateway asks for it.
@@ -107,12 +111,7 @@ export async function createRuntime(
   options.fencing.bind(leases);
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
   const health = healthOfConnections(redis, mailbox);
-  const registry = new InstanceRegistry(redis, {
-    prefix,
-    instanceId,
-    beatEveryMs: Math.max(100, Math.floor(leaseMs / 3)),
-    goneAfterMs: leaseMs,
-  });
+  const registry = registryOf(redis, prefix, instanceId, leaseMs);
   const dispatcher = new DistributedDispatcher(createLanes, {
     instanceId,
     leases,
@@ -130,6 +129,7 @@ export async function createRuntime(
   });
   owner.dispatcher = dispatcher;
   await dispatcher.start();
+  const eventRelay = await startedRelay(redis, prefix, instanceId);
   const orphans = { leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs };
   health.onReconnect(() => void sweep(orphans));
   return {
@@ -140,14 +140,33 @@ export async function createRuntime(
     reachable: () => health.reachable,
     redisHealth: () => health.probe(),
     socketAdapter: () => socketAdapterOf(redis, version, prefix),
+    eventRelay,
     viewChanged: (sessionId) => dispatcher.viewChanged(sessionId),
     // The wake worker stopped before (`WakeWorker.stop`); the queue closes after, with Nest.
     async close() {
       health.stop();
+      await eventRelay.close();
       await dispatcher.close();
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** The instance's heartbeat: every third of a lease; gone after a lease without one. */
+function registryOf(redis: Redis, prefix: string, instanceId: string, leaseMs: number) {
+  const beatEveryMs = Math.max(100, Math.floor(leaseMs / 3));
+  return new InstanceRegistry(redis, { prefix, instanceId, beatEveryMs, goneAfterMs: leaseMs });
+}
+
+/** The events clients follow, relayed between instances (subscribed once started). */
+async function startedRelay(redis: Redis, prefix: string, instanceId: string) {
+  const relay = new RedisEventRelay(redis, {
+    prefix,
+    instanceId,
+    warn: (message) => relayLogger.warn(message),
+  });
+  await relay.start();
+  return relay;
 }
 
 /**

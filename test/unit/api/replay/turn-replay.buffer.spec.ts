@@ -238,4 +238,63 @@ describe('TurnReplayBuffer', () => {
     expect(sut.replay(SESSION, 't1', 0)).toEqual({ status: 'unknown' });
     expect(sut.replay('session-2', 't2', 0)).toMatchObject({ status: 'ok' });
   });
+
+  describe('backfill (distributed mode: a turn log kept in Redis)', () => {
+    /** The entries of one whole turn of `deltas` chunks, as a Redis log holds them. */
+    function logOf(turnId: string, deltas: number): TurnStreamEntry[] {
+      const t = turnOf(turnId);
+      return [
+        { name: 'agent:turn:start', event: t.start() },
+        ...Array.from({ length: deltas }, (_, i) => ({
+          name: 'outbound:stream' as const,
+          event: t.delta(`d${i}`),
+        })),
+        { name: 'outbound:stream', event: t.done() },
+        { name: 'agent:turn:end', event: t.end() },
+      ];
+    }
+
+    it('a turn never seen here becomes resumable from its start, ended included', () => {
+      setup();
+      sut.backfill(SESSION, 't1', logOf('t1', 3));
+      const replay = sut.replay(SESSION, 't1', 0);
+      expect(replay.status === 'ok' && seqs(replay.entries)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(replay).toMatchObject({ ended: true });
+    });
+
+    it('joins the events kept here (heard live from seq 4 on) with the older ones, once each', () => {
+      setup();
+      const log = logOf('t1', 4);
+      for (const entry of log.slice(3, 5)) sut.record(entry.name, entry.event);
+      expect(sut.replay(SESSION, 't1', 0)).toEqual({ status: 'incomplete' });
+
+      sut.backfill(SESSION, 't1', log.slice(0, 4));
+      const replay = sut.replay(SESSION, 't1', 0);
+      expect(replay.status === 'ok' && seqs(replay.entries)).toEqual([1, 2, 3, 4, 5]);
+      // The rest arrives live; a repeated one is refused.
+      expect(sut.record(log[3].name, log[3].event as never)).toBe(false);
+      expect(sut.record(log[5].name, log[5].event as never)).toBe(true);
+    });
+
+    it("a log with a gap keeps what follows the gap only; another session's turn is left alone", () => {
+      setup();
+      const log = logOf('t1', 4);
+      sut.backfill(SESSION, 't1', [...log.slice(0, 2), ...log.slice(3)]);
+      expect(sut.replay(SESSION, 't1', 0)).toEqual({ status: 'incomplete' });
+      const replay = sut.replay(SESSION, 't1', 3);
+      expect(replay.status === 'ok' && seqs(replay.entries)).toEqual([4, 5, 6, 7]);
+
+      sut.backfill('session-2', 't1', logOf('t1', 1));
+      expect(sut.replay('session-2', 't1', 0)).toEqual({ status: 'unknown' });
+    });
+
+    it('forget drops one turn', () => {
+      setup();
+      recordTurn(sut, 't1', 1);
+      recordTurn(sut, 't2', 1);
+      sut.forget('t1');
+      expect(sut.replay(SESSION, 't1', 0)).toEqual({ status: 'unknown' });
+      expect(sut.replay(SESSION, 't2', 0)).toMatchObject({ status: 'ok' });
+    });
+  });
 });

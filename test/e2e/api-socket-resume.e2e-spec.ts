@@ -138,6 +138,11 @@ describe('Socket.IO resume of a turn stream (README: Resuming a turn stream)', (
     expect(ack).toEqual({ ok: true, resumed: true, replayed: all.length });
     expect(streamOf(lateSeen, turnId)).toEqual(all);
     expect(all.at(-1)?.payload).toMatchObject({ phase: 'end', outcome: 'replied' });
+    // The turn's latest usage report comes after its replayed events.
+    const usage = lateSeen.filter((e) => e.event === 'usage');
+    expect(usage.map((e) => e.payload)).toEqual([
+      stay.seen.filter((e) => e.event === 'usage' && e.payload.turnId === turnId).at(-1)?.payload,
+    ]);
   });
 
   it('an unknown turn (or one of another session) answers resumed: false; the client is subscribed all the same', async () => {

@@ -234,6 +234,10 @@ describe('AI SDK UI message stream (README: AI SDK UI message stream)', () => {
     expect((await ended).outcome).toBe('replied');
     expect(chunks.slice(0, seen.length)).toEqual(seen);
     expect(textOf(chunks)).toBe('one two three four');
+    // The turn's latest usage report comes with the replay (once, before the finish).
+    const usage = chunks.filter((c) => c.type === 'data-usage');
+    expect(usage).toHaveLength(1);
+    expect(chunks.findIndex((c) => c.type === 'data-usage')).toBeLessThan(chunks.length - 1);
     expect(chunks.at(-1)).toMatchObject({ type: 'finish', finishReason: 'stop' });
   });
 

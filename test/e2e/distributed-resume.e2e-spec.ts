@@ -202,6 +202,8 @@ describeRedis("distributed mode: resuming a turn's stream on another instance", 
         const again = await drain(resumed!);
         expect(turnIdsOf(again)).toEqual([turnId]);
         expect(textOf(again)).toBe('both answered');
+        // Its latest usage report too (from the turn log in Redis on the new instance).
+        expect(again.filter((c) => c.type === 'data-usage')).toHaveLength(1);
       }
     });
 

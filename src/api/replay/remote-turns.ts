@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EventRelay } from '../../agent';
 import { AgentBackend } from '../agent-backend';
 import { TurnFeed } from './turn-feed';
-import type { TurnStreamEntry } from './turn-replay.buffer';
+import type { BackfillEntry } from './turn-replay.buffer';
 
 /** How long a settlement waits for its turn's end to arrive from the instance that ran it (ms). */
 const END_WAIT_MS = 2_000;
@@ -40,7 +40,7 @@ export class RemoteTurns {
     if (!(await relay.hasTurn(sessionId, turnId))) return this.feed.buffer.forget(turnId);
     if (this.feed.buffer.replay(sessionId, turnId, afterSeq).status === 'ok') return;
     const kept = await relay.turnLog(turnId);
-    this.feed.buffer.backfill(sessionId, turnId, kept as TurnStreamEntry[]);
+    this.feed.buffer.backfill(sessionId, turnId, kept as BackfillEntry[]);
   }
 
   /** Makes the session's latest turn known here (and its events replayable), when Redis knows it. */

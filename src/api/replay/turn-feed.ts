@@ -53,8 +53,9 @@ export class TurnFeed {
     return true;
   }
 
-  /** Tells the session's listeners of a usage report. */
+  /** Keeps a usage report as its turn's latest and tells the session's listeners. */
   usage(event: TokenUsageEvent): void {
+    this.buffer.recordUsage(event);
     this.notify(event.sessionId, { name: 'token:usage', event });
   }
 

@@ -1,4 +1,10 @@
-import type { StreamEvent, ToolExecuteEvent, TurnEndEvent, TurnStartEvent } from '../../contracts';
+import type {
+  StreamEvent,
+  TokenUsageEvent,
+  ToolExecuteEvent,
+  TurnEndEvent,
+  TurnStartEvent,
+} from '../../contracts';
 
 /** The agent events that make up a turn's stream (`TurnStreamPosition`), numbered by `seq`. */
 export interface TurnStreamEventMap {
@@ -15,6 +21,9 @@ export type TurnStreamEventName = keyof TurnStreamEventMap;
 export type TurnStreamEntry = {
   [K in TurnStreamEventName]: { name: K; event: TurnStreamEventMap[K] };
 }[TurnStreamEventName];
+
+/** What a backfill takes: events of a turn's stream, and its usage reports. */
+export type BackfillEntry = TurnStreamEntry | { name: 'token:usage'; event: TokenUsageEvent };
 
 /** How long an ended turn's stream stays resumable (ms). */
 export const REPLAY_TTL_MS = 60_000;
@@ -35,12 +44,12 @@ export interface TurnReplayOptions {
 
 /**
  * What a resume gets: the events after `afterSeq` in order (`ended` once the turn's end is
- * among the kept ones), or why it cannot have them: `unknown` (no such turn of that session
+ * among the kept ones; `usage`, the turn's latest usage report, not numbered), or why it cannot have them: `unknown` (no such turn of that session
  * here, or it ended more than the TTL ago) or `incomplete` (some of the events it needs were
  * dropped: past the per-turn bound, or never seen here).
  */
 export type ReplayResult =
-  | { status: 'ok'; entries: TurnStreamEntry[]; ended: boolean }
+  | { status: 'ok'; entries: TurnStreamEntry[]; ended: boolean; usage?: TokenUsageEvent }
   | { status: 'unknown' }
   | { status: 'incomplete' };
 
@@ -58,6 +67,8 @@ class TurnLog {
   /** `seq` of the newest kept event. */
   lastSeq: number;
   ended = false;
+  /** The turn's latest usage report (a snapshot: only the latest is kept). */
+  usage?: TokenUsageEvent;
   expiry?: NodeJS.Timeout;
 
   constructor(
@@ -135,20 +146,28 @@ export class TurnReplayBuffer {
     return true;
   }
 
+  /** Keeps a usage report as its turn's latest (when the turn is kept). */
+  recordUsage(event: TokenUsageEvent): void {
+    const log = event.turnId === undefined ? undefined : this.turns.get(event.turnId);
+    if (log && log.sessionId === event.sessionId) log.usage = event;
+  }
+
   /**
    * Adds a turn's events kept elsewhere (distributed mode: its log in Redis, in `seq` order) to
    * what is kept here, so that a resume can have them: the union by `seq`, kept from the newest
    * event back to the first gap. Listeners are not told (they have had the live ones).
    */
-  backfill(sessionId: string, turnId: string, entries: readonly TurnStreamEntry[]): void {
+  backfill(sessionId: string, turnId: string, entries: readonly BackfillEntry[]): void {
     const bySeq = new Map<number, TurnStreamEntry>();
+    let usage: TokenUsageEvent | undefined;
     for (const entry of entries) {
-      if (entry.event.turnId === turnId && entry.event.seq !== undefined) {
-        bySeq.set(entry.event.seq, entry);
-      }
+      if (entry.event.turnId !== turnId) continue;
+      if (entry.name === 'token:usage') usage = entry.event;
+      else if (entry.event.seq !== undefined) bySeq.set(entry.event.seq, entry);
     }
     const kept = this.turns.get(turnId);
     if (kept && kept.sessionId !== sessionId) return;
+    usage = kept?.usage ?? usage;
     if (kept) {
       const here = this.replay(sessionId, turnId, kept.firstSeq - 1);
       if (here.status === 'ok')
@@ -162,6 +181,7 @@ export class TurnReplayBuffer {
       const entry = bySeq.get(seq)!;
       this.record(entry.name, entry.event);
     }
+    if (usage) this.recordUsage(usage);
   }
 
   /** The events of `turnId` (of `sessionId`) after `afterSeq`, in order; see {@link ReplayResult}. */
@@ -175,7 +195,7 @@ export class TurnReplayBuffer {
       const at = (log.head + i) % kept;
       entries.push({ name: log.names[at], event: log.events[at] } as TurnStreamEntry);
     }
-    return { status: 'ok', entries, ended: log.ended };
+    return { status: 'ok', entries, ended: log.ended, usage: log.usage };
   }
 
   /** Drops one turn. */

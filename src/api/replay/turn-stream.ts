@@ -108,10 +108,19 @@ export class TurnStream {
     if (replay.status !== 'ok') return false;
     this.followed = { turnId, encoder: this.protocol.encoder(turnId), lastSeq: afterSeq };
     this.begin(turnId);
+    // The turn's latest usage report (a snapshot) comes with the replay, before the turn's end.
+    let usage = replay.usage;
     for (const entry of replay.entries) {
-      if ((entry.event.seq ?? 0) <= afterSeq) this.followed.encoder.encode(entry);
-      else this.onItem(entry);
+      if ((entry.event.seq ?? 0) <= afterSeq) {
+        this.followed.encoder.encode(entry);
+        continue;
+      }
+      if (usage && entry.name === 'agent:turn:end')
+        this.onItem({ name: 'token:usage', event: usage });
+      if (entry.name === 'agent:turn:end') usage = undefined;
+      this.onItem(entry);
     }
+    if (usage) this.onItem({ name: 'token:usage', event: usage });
     return true;
   }
 

@@ -22,6 +22,7 @@ import { SocketDoors } from './socket-doors';
 import {
   ALL_SESSIONS_ROOM,
   sessionRoom,
+  mapUsage,
   socketEventOf,
   type ClientToServerEvents,
   type SubscribeAck,
@@ -114,10 +115,14 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
     const joined = socket.join(sessionRoom(sessionId));
     const replay = this.replay.replay(sessionId, turnId, afterSeq);
     if (replay.status === 'ok') {
+      const emit = (event: string, payload: unknown) =>
+        (socket.emit as (event: string, payload: unknown) => boolean)(event, payload);
       for (const entry of replay.entries) {
         const [event, payload] = socketEventOf(entry);
-        (socket.emit as (event: string, payload: unknown) => boolean)(event, payload);
+        emit(event, payload);
       }
+      // The turn's latest usage report (a snapshot, not numbered) after its missed events.
+      if (replay.usage && replay.entries.length > 0) emit('usage', mapUsage(replay.usage));
     }
     await joined;
     return replay.status === 'ok'

@@ -36,8 +36,8 @@ const isTurnEnd = ({ name, event }: RelayedEvent) =>
 
 /**
  * The {@link EventRelay} over Redis: one pub/sub channel (`<prefix>:events`) that every instance
- * reads with a connection of its own, and a Redis stream per turn (`<prefix>:turnlog:<turnId>`,
- * one entry per batch, at most `maxEntries`) kept `runningTtlMs` past its last event while the
+ * reads with a connection of its own, and a Redis stream per turn (`<prefix>:turnlog:<turnId>`:
+ * its stream's events and usage reports, one entry per batch, at most `maxEntries`) kept `runningTtlMs` past its last event while the
  * turn runs and `endedTtlMs` after its end. Each batch is one pipeline: the logs' entries and
  * expiries, the sessions' latest turns, then the message; so an event a subscriber has received
  * is in its turn's log already. Publishing never waits for Redis and never throws: an event
@@ -143,7 +143,9 @@ export class RedisEventRelay implements EventRelay {
     const byTurn = new Map<string, RelayedEvent[]>();
     for (const item of batch) {
       const { turnId, seq } = item.event;
-      if (turnId === undefined || typeof seq !== 'number') continue;
+      // A turn's stream, and its usage reports (not numbered: a resume gets the latest).
+      if (turnId === undefined || (typeof seq !== 'number' && item.name !== 'token:usage'))
+        continue;
       const items = byTurn.get(turnId);
       if (items) items.push(item);
       else byTurn.set(turnId, [item]);

@@ -288,6 +288,23 @@ describe('TurnReplayBuffer', () => {
       expect(sut.replay('session-2', 't1', 0)).toEqual({ status: 'unknown' });
     });
 
+    it("keeps a turn's latest usage report, also one from a backfill", () => {
+      setup();
+      recordTurn(sut, 't1', 1, false);
+      const usage = (used: number, turnId = 't1') => ({ sessionId: SESSION, turnId, used }) as any;
+      sut.recordUsage(usage(10));
+      sut.recordUsage(usage(20));
+      sut.recordUsage(usage(5, 'unknown-turn'));
+      expect(sut.replay(SESSION, 't1', 0)).toMatchObject({ status: 'ok', usage: { used: 20 } });
+
+      sut.backfill(SESSION, 't2', [
+        ...logOf('t2', 1),
+        { name: 'token:usage', event: usage(7, 't2') },
+        { name: 'token:usage', event: usage(9, 't2') },
+      ]);
+      expect(sut.replay(SESSION, 't2', 0)).toMatchObject({ status: 'ok', usage: { used: 9 } });
+    });
+
     it('forget drops one turn', () => {
       setup();
       recordTurn(sut, 't1', 1);

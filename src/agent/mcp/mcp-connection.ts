@@ -102,9 +102,9 @@ export class McpConnection {
     this.closed = true;
     clearTimeout(this.retry);
     clearInterval(this.ping);
-    const clients = [this.client, this.connecting];
+    const clients = [this.client, this.connecting].filter((c): c is Client => c !== undefined);
     this.client = this.connecting = undefined;
-    await Promise.all(clients.map((client) => client?.close().catch(() => undefined)));
+    await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
   }
 
   private unavailable(detail?: string): Error {

@@ -36,8 +36,8 @@ export class AgentHealthIndicator {
 
   /** Store, queue and model in one result under `key`: down when any of them is. */
   async isHealthy(key = 'agent'): Promise<HealthIndicatorResult> {
-    const parts = await Promise.all([this.store(), this.queue(), this.model(), this.mcp()]);
-    const details: HealthIndicatorResult = Object.assign({}, ...parts);
+    const parts = await Promise.all([this.store(), this.queue(), this.model()]);
+    const details: HealthIndicatorResult = Object.assign({}, ...parts, this.mcp());
     const indicator = this.indicators.check(key);
     const down = Object.values(details).some((part) => part.status === 'down');
     return down ? indicator.down(details) : indicator.up(details);

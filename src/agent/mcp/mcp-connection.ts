@@ -64,6 +64,7 @@ export class McpConnection {
   private retry?: NodeJS.Timeout;
   private ping?: NodeJS.Timeout;
   private stderrTail?: string;
+  private readonly closing = new Set<Promise<void>>();
 
   constructor(
     readonly name: string,
@@ -104,7 +105,15 @@ export class McpConnection {
     clearInterval(this.ping);
     const clients = [this.client, this.connecting].filter((c): c is Client => c !== undefined);
     this.client = this.connecting = undefined;
-    await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+    for (const client of clients) this.dispose(client);
+    await Promise.all(this.closing);
+  }
+
+  /** Closes a client in the background; `close()` waits for every such close (child exits). */
+  private dispose(client: Client): void {
+    const closing = client.close().catch(() => undefined);
+    this.closing.add(closing);
+    void closing.finally(() => this.closing.delete(closing));
   }
 
   private unavailable(detail?: string): Error {
@@ -154,11 +163,11 @@ export class McpConnection {
     } catch (error) {
       this.connecting = undefined;
       client.onclose = undefined;
-      void client.close().catch(() => undefined);
+      this.dispose(client);
       return this.failed(error);
     }
     this.connecting = undefined;
-    if (this.closed) return void client.close().catch(() => undefined);
+    if (this.closed) return this.dispose(client);
     this.ready(client);
   }
 
@@ -226,7 +235,7 @@ export class McpConnection {
     this.client = undefined;
     clearInterval(this.ping);
     client.onclose = undefined;
-    void client.close().catch(() => undefined);
+    this.dispose(client);
     this.state = 'reconnecting';
     this.lastError = reason;
     this.logger.warn(`MCP server "${this.name}" lost (${reason}); reconnecting`);

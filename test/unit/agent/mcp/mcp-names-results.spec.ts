@@ -1,0 +1,57 @@
+import { mcpToolName } from '../../../../src/agent/mcp/mcp-names';
+import { McpToolError, mcpResultText } from '../../../../src/agent/mcp/mcp-results';
+
+describe('mcpToolName', () => {
+  it('is <server>__<tool> when that is a valid tool name', () => {
+    expect(mcpToolName('files', 'read_file')).toBe('files__read_file');
+  });
+
+  it('replaces characters outside [a-zA-Z0-9_-] with _', () => {
+    expect(mcpToolName('gh', 'issues.list/open now')).toBe('gh__issues_list_open_now');
+  });
+
+  it('shortens names over 64 characters to 64, unique by a hash of the original', () => {
+    const a = mcpToolName('server', 'x'.repeat(70));
+    const b = mcpToolName('server', `${'x'.repeat(69)}y`);
+    expect(a).toHaveLength(64);
+    expect(b).toHaveLength(64);
+    expect(a).not.toBe(b);
+    expect(a).toMatch(/^[a-zA-Z0-9_-]{64}$/);
+  });
+});
+
+describe('mcpResultText', () => {
+  it('text parts as text, joined by a blank line; structured content as JSON when no parts', () => {
+    const parts = [
+      { type: 'text' as const, text: 'one' },
+      { type: 'text' as const, text: 'two' },
+    ];
+    expect(mcpResultText({ content: parts }, false)).toBe('one\n\ntwo');
+    expect(mcpResultText({ content: [], structuredContent: { n: 1 } }, false)).toBe('{"n":1}');
+  });
+
+  it('audio, binary resources and resource links as bracketed notes', () => {
+    const text = mcpResultText(
+      {
+        content: [
+          { type: 'audio', data: 'AAAA', mimeType: 'audio/wav' },
+          { type: 'resource', resource: { uri: 'file:///a.bin', blob: 'AAAA' } },
+          { type: 'resource_link', uri: 'file:///b.txt', name: 'b' },
+        ],
+      },
+      true,
+    );
+    expect(text.split('\n\n')).toEqual([
+      '[audio audio/wav, 3 bytes: not shown, this model does not accept audio]',
+      '[resource file:///a.bin (binary): binary content not shown]',
+      '[resource link file:///b.txt "b"]',
+    ]);
+  });
+
+  it('an error result throws McpToolError with its text', () => {
+    const run = () =>
+      mcpResultText({ isError: true, content: [{ type: 'text', text: 'no' }] }, false);
+    expect(run).toThrow(McpToolError);
+    expect(run).toThrow('no');
+  });
+});

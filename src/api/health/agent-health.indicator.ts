@@ -34,7 +34,7 @@ export class AgentHealthIndicator {
     private readonly activity: AgentMetrics,
   ) {}
 
-  /** Store, queue and model in one result under `key`: down when any of them is. */
+  /** Store, queue, model and MCP servers in one result under `key`: down when any of the first three is. */
   async isHealthy(key = 'agent'): Promise<HealthIndicatorResult> {
     const parts = await Promise.all([this.store(), this.queue(), this.model()]);
     const details: HealthIndicatorResult = Object.assign({}, ...parts, this.mcp());

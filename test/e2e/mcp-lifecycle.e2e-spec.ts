@@ -8,6 +8,9 @@ import { freePort } from '../support/free-port';
 import { callContext, MCP_FIXTURE, whenState } from '../support/mcp';
 import { startHttpServer, type HttpFixture } from '../fixtures/mcp/fixture-server';
 
+// Child processes start slowly on a loaded machine (each loads the SDK); backoff adds seconds.
+jest.setTimeout(30_000);
+
 /** Whether a process of that id runs. */
 function alive(pid: number): boolean {
   try {
@@ -159,6 +162,18 @@ describe('MCP servers: dying, coming back, start-up, /health, shutdown', () => {
           { name: 'web', state: 'ready', tools: 6 },
           { name: 'gone', state: 'failed', tools: 0, lastError: expect.any(String) },
         ],
+      });
+      // The web server goes away: a call finds out, /health says so and stays up.
+      await http.close();
+      await a.app.get(ToolRegistry).execute('web__echo', { text: 'x' }, callContext());
+      await whenState(a.app.get(McpServers), 'web', 'reconnecting');
+      const later = await a.http().get('/health');
+      expect(later.status).toBe(200);
+      expect(later.body.info.mcp.servers[0]).toEqual({
+        name: 'web',
+        state: 'reconnecting',
+        tools: 6,
+        lastError: expect.any(String),
       });
     } finally {
       await a.close();

@@ -6,6 +6,9 @@ import { AgentHarness } from '../support/agent-harness';
 import { callContext, MCP_FIXTURE, whenLine, whenMcp } from '../support/mcp';
 import { startHttpServer, type HttpFixture } from '../fixtures/mcp/fixture-server';
 
+// Child processes start slowly on a loaded machine (each loads the SDK); backoff adds seconds.
+jest.setTimeout(30_000);
+
 /**
  * MCP tool servers (issue 20) through the library: the fixture server of the SDK's `McpServer`
  * as a child process (`local`, stdio) and over Streamable HTTP (`web`), both in one agent.

@@ -22,3 +22,13 @@ export function mcpToolName(server: string, tool: string): string {
 export function mcpNeedsApproval(entry: boolean | string[] | undefined, tool: string): boolean {
   return Array.isArray(entry) ? entry.includes(tool) : entry === true;
 }
+
+/**
+ * A tool's input schema as the registry takes it: without `$schema`. MCP's default dialect is
+ * JSON Schema 2020-12, which servers may name; the registry's Ajv speaks draft-07, which reads
+ * the schemas tools use (objects, properties, `$defs`, enums) the same way.
+ */
+export function mcpInputSchema(schema: Record<string, unknown>): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = schema;
+  return rest;
+}

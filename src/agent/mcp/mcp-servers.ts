@@ -11,7 +11,7 @@ import { AGENT_OPTIONS } from '../agent.module-definition';
 import type { ResolvedAgentOptions } from '../agent.options';
 import { ToolRegistry } from '../tools';
 import { McpConnection, type McpServerState, type McpTimings } from './mcp-connection';
-import { mcpNeedsApproval, mcpToolName } from './mcp-names';
+import { mcpInputSchema, mcpNeedsApproval, mcpToolName } from './mcp-names';
 import { mcpResultText } from './mcp-results';
 import type { McpServerConfig } from './mcp.config';
 
@@ -143,7 +143,7 @@ export class McpServers implements OnApplicationBootstrap, OnApplicationShutdown
     return {
       name,
       description: tool.description ?? tool.title ?? `${tool.name} (MCP server ${server})`,
-      parameters: tool.inputSchema as Record<string, unknown>,
+      parameters: mcpInputSchema(tool.inputSchema),
       timeoutMs,
       needsApproval: mcpNeedsApproval(config.needsApproval, tool.name),
       handler: async (args: unknown, context: ToolCallContext) =>

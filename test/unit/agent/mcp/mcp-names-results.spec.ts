@@ -1,4 +1,5 @@
-import { mcpToolName } from '../../../../src/agent/mcp/mcp-names';
+import { mcpInputSchema, mcpToolName } from '../../../../src/agent/mcp/mcp-names';
+import { ToolRegistry } from '../../../../src/agent/tools';
 import { McpToolError, mcpResultText } from '../../../../src/agent/mcp/mcp-results';
 
 describe('mcpToolName', () => {
@@ -17,6 +18,39 @@ describe('mcpToolName', () => {
     expect(b).toHaveLength(64);
     expect(a).not.toBe(b);
     expect(a).toMatch(/^[a-zA-Z0-9_-]{64}$/);
+  });
+});
+
+describe('mcpInputSchema', () => {
+  it('drops $schema, so a schema naming JSON Schema 2020-12 registers and validates', async () => {
+    const schema = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      properties: { path: { type: 'string' } },
+      required: ['path'],
+    };
+    const registry = new ToolRegistry();
+    expect(() =>
+      registry.register({ name: 'raw', description: '', parameters: schema, handler: () => 1 }),
+    ).toThrow(/invalid parameters/);
+    registry.register({
+      name: 'fixed',
+      description: '',
+      parameters: mcpInputSchema(schema),
+      handler: () => 'ok',
+    });
+    const context = {
+      sessionId: 's',
+      turnId: 't',
+      callId: 'c',
+      acceptsImages: false,
+      signal: new AbortController().signal,
+    };
+    expect((await registry.execute('fixed', {}, context)).ok).toBe(false);
+    expect(await registry.execute('fixed', { path: '/' }, context)).toEqual({
+      ok: true,
+      content: 'ok',
+    });
   });
 });
 

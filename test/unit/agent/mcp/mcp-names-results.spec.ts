@@ -1,4 +1,4 @@
-import { mcpInputSchema, mcpToolName } from '../../../../src/agent/mcp/mcp-names';
+import { mcpInputSchema, mcpNeedsApproval, mcpToolName } from '../../../../src/agent/mcp/mcp-names';
 import { ToolRegistry } from '../../../../src/agent/tools';
 import { McpToolError, mcpResultText } from '../../../../src/agent/mcp/mcp-results';
 
@@ -18,6 +18,16 @@ describe('mcpToolName', () => {
     expect(b).toHaveLength(64);
     expect(a).not.toBe(b);
     expect(a).toMatch(/^[a-zA-Z0-9_-]{64}$/);
+  });
+});
+
+describe('mcpNeedsApproval', () => {
+  it('true: every tool of the server; a list: the tools it names (server names); else none', () => {
+    expect(mcpNeedsApproval(true, 'read')).toBe(true);
+    expect(mcpNeedsApproval(['delete'], 'delete')).toBe(true);
+    expect(mcpNeedsApproval(['delete'], 'read')).toBe(false);
+    expect(mcpNeedsApproval(false, 'read')).toBe(false);
+    expect(mcpNeedsApproval(undefined, 'read')).toBe(false);
   });
 });
 

@@ -186,11 +186,16 @@ export class McpConnection {
   }
 
   private failed(error: unknown): void {
-    this.lastError = this.stderrTail
+    const last = this.stderrTail
       ? `${messageOf(error)} (stderr: ${this.stderrTail})`
       : messageOf(error);
+    // A server that stays away is reported once per reason, not at every retry.
+    const news = last !== this.lastError || this.state === 'connecting';
+    this.lastError = last;
     this.state = this.everReady ? 'reconnecting' : 'failed';
-    this.logger.warn(`MCP server "${this.name}" could not connect: ${this.lastError}`);
+    const line = `MCP server "${this.name}" could not connect: ${last}; retrying`;
+    if (news) this.logger.warn(line);
+    else this.logger.debug(line);
     this.scheduleRetry();
     this.events.changed();
   }
@@ -199,13 +204,14 @@ export class McpConnection {
   private async relist(client: Client): Promise<void> {
     const tools: Tool[] = [];
     let cursor: string | undefined;
-    do {
+    // A server that keeps answering with a cursor gets at most 100 pages read.
+    for (let pages = 0; pages === 0 || (cursor && pages < 100); pages++) {
       const page = await client.listTools(cursor ? { cursor } : undefined, {
         timeout: this.timings.connectTimeoutMs,
       });
       tools.push(...page.tools);
       cursor = page.nextCursor;
-    } while (cursor);
+    }
     if (this.closed || (client !== this.client && client !== this.connecting)) return;
     this.toolCount = tools.length;
     this.events.tools(tools);

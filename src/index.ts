@@ -174,6 +174,7 @@ export {
   AgentTool,
   McpServers,
   toolError,
+  ToolOutput,
   ToolRegistry,
 } from './agent';
 export type {

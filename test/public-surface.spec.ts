@@ -155,6 +155,7 @@ const PUBLIC_NAMES = [
   'ToolDefinition',
   'ToolExecuteEvent',
   'ToolHandler',
+  'ToolOutput',
   'ToolRegistry',
   'ToolResult',
   'ToolSpec',

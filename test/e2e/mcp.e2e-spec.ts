@@ -47,6 +47,7 @@ describe('MCP tool servers (stdio and Streamable HTTP)', () => {
     h = await AgentHarness.start({
       agent: {
         toolTimeoutMs: 1500,
+        modelCapabilities: { 'test-model': { vision: true } },
         mcpServers: {
           local: { command: process.execPath, args: [MCP_FIXTURE], env: { MCP_FIXTURE_LOG: log } },
           web: { url: http.url, headers: { 'x-test': '1' }, needsApproval: ['slow'] },
@@ -105,24 +106,48 @@ describe('MCP tool servers (stdio and Streamable HTTP)', () => {
     );
   });
 
+  it('an image of an MCP result reaches a model that accepts images, after the tool results', async () => {
+    h.server.enqueue({ toolCalls: [{ name: 'web__picture', arguments: {} }] }, { text: 'a dot' });
+    await h.agent.handleMessage({ sessionId: 'picture', content: 'show me' });
+    const after = h.server.requests.find((body) =>
+      body.messages.some((m: any) => m.role === 'tool' && m.content.startsWith('a red dot')),
+    );
+    const [tool, images] = after.messages.slice(-2);
+    expect(tool.content).toMatch(/\[image image\/png, \d+ bytes: shown after the tool results\]/);
+    expect(images).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: '[Images returned by the tool results above: web__picture]' },
+        {
+          type: 'image_url',
+          image_url: { url: expect.stringMatching(/^data:image\/png;base64,/) },
+        },
+      ],
+    });
+    // History keeps the text only.
+    const stored = (await h.stored('picture')).map((m) => m.role);
+    expect(stored).toEqual(['user', 'assistant', 'tool', 'assistant']);
+  });
+
   it('arguments are checked against the server schema before the call', async () => {
     const result = await tools.execute('local__echo', { text: 5 }, callContext());
     expect(result.ok).toBe(false);
     expect(result.content).toContain('Invalid arguments for \\"local__echo\\"');
   });
 
-  it('results: text as text, an image as a note, an embedded resource as its text; isError fails', async () => {
-    for (const acceptsImages of [false, true]) {
-      const picture = await tools.execute('web__picture', {}, callContext({ acceptsImages }));
-      expect(picture.ok).toBe(true);
-      const [text, image, resource] = picture.content.split('\n\n');
-      expect(text).toBe('a red dot');
-      expect(image).toMatch(/^\[image image\/png, \d+ bytes: not shown, /);
-      expect(image).toContain(
-        acceptsImages ? 'not passed to the model yet' : 'this model does not accept images',
-      );
-      expect(resource).toBe('the notes');
-    }
+  it('results: text as text, an image as a note (and an image when the model accepts images), a resource as its text; isError fails', async () => {
+    const blind = await tools.execute('web__picture', {}, callContext({ acceptsImages: false }));
+    expect(blind.ok).toBe(true);
+    expect(blind.images).toBeUndefined();
+    const [text, image, resource] = blind.content.split('\n\n');
+    expect(text).toBe('a red dot');
+    expect(image).toMatch(
+      /^\[image image\/png, \d+ bytes: not shown, this model does not accept images\]$/,
+    );
+    expect(resource).toBe('the notes');
+    const seeing = await tools.execute('web__picture', {}, callContext({ acceptsImages: true }));
+    expect(seeing.content.split('\n\n')[1]).toMatch(/: shown after the tool results\]$/);
+    expect(seeing.images).toEqual([expect.stringMatching(/^data:image\/png;base64,iVBOR/)]);
     const failed = await tools.execute('local__fail', {}, callContext());
     expect(failed).toEqual({
       ok: false,

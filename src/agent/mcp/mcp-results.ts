@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ToolOutput } from '../tools';
 
 type Part = CallToolResult['content'][number];
 
@@ -15,26 +16,22 @@ const sizeOf = (base64: string) => {
   return bytes >= 1024 ? `${Math.round(bytes / 1024)} KB` : `${bytes} bytes`;
 };
 
-/**
- * The placeholder of an image or audio part. Tool results reach the model as text today (the
- * engine has no image parts in tool messages yet), so a model that accepts images is told the
- * same thing as one that does not, with the reason.
- */
-function mediaNote(kind: 'image' | 'audio', mimeType: string, data: string, images: boolean) {
-  const why =
-    kind === 'image' && images
-      ? 'images in tool results are not passed to the model yet'
-      : `this model does not accept ${kind === 'image' ? 'images' : 'audio'}`;
-  return `[${kind} ${mimeType}, ${sizeOf(data)}: not shown, ${why}]`;
+/** The text standing for an image or audio part. */
+function mediaNote(kind: 'image' | 'audio', mimeType: string, data: string, shown: boolean) {
+  const what = `${kind} ${mimeType}, ${sizeOf(data)}`;
+  if (shown) return `[${what}: shown after the tool results]`;
+  return `[${what}: not shown, this model does not accept ${kind === 'image' ? 'images' : 'audio'}]`;
 }
 
-function partText(part: Part, acceptsImages: boolean): string {
+function partText(part: Part, images: string[] | undefined): string {
   switch (part.type) {
     case 'text':
       return part.text;
     case 'image':
+      images?.push(`data:${part.mimeType};base64,${part.data}`);
+      return mediaNote('image', part.mimeType, part.data, images !== undefined);
     case 'audio':
-      return mediaNote(part.type, part.mimeType, part.data, acceptsImages);
+      return mediaNote('audio', part.mimeType, part.data, false);
     case 'resource': {
       const { resource } = part;
       if ('text' in resource && typeof resource.text === 'string') return resource.text;
@@ -50,16 +47,18 @@ function partText(part: Part, acceptsImages: boolean): string {
 
 /**
  * What the model receives from an MCP tool's result: its parts as text, one after the other
- * (text as is, an embedded resource as its text, an image, audio or binary resource as a
- * bracketed note); the structured content as JSON when there are no parts. An error result
- * (`isError`) throws `McpToolError` with that text, so the registry reports a failed call.
+ * (text as is, an embedded resource as its text, audio or a binary resource as a bracketed
+ * note); the structured content as JSON when there are no parts. An image is a note too, and,
+ * when the model accepts images, an image of the `ToolOutput` (shown after the results). An
+ * error result (`isError`) throws `McpToolError` with its text, so the call fails.
  */
-export function mcpResultText(result: CallToolResult, acceptsImages: boolean): string {
+export function mcpResult(result: CallToolResult, acceptsImages: boolean): string | ToolOutput {
   const parts = result.content ?? [];
-  let text = parts.map((part) => partText(part, acceptsImages)).join('\n\n');
+  const images: string[] | undefined = acceptsImages ? [] : undefined;
+  let text = parts.map((part) => partText(part, images)).join('\n\n');
   if (!parts.length && result.structuredContent !== undefined) {
     text = JSON.stringify(result.structuredContent);
   }
   if (result.isError) throw new McpToolError(text || 'the tool reported an error');
-  return text;
+  return images?.length ? new ToolOutput(text, images) : text;
 }

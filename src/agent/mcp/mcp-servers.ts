@@ -12,7 +12,7 @@ import type { ResolvedAgentOptions } from '../agent.options';
 import { ToolRegistry } from '../tools';
 import { McpConnection, type McpServerState, type McpTimings } from './mcp-connection';
 import { mcpInputSchema, mcpNeedsApproval, mcpToolName } from './mcp-names';
-import { mcpResultText } from './mcp-results';
+import { mcpResult } from './mcp-results';
 import type { McpServerConfig } from './mcp.config';
 
 /** One server's state as `/health` lists it. */
@@ -147,7 +147,7 @@ export class McpServers implements OnApplicationBootstrap, OnApplicationShutdown
       timeoutMs,
       needsApproval: mcpNeedsApproval(config.needsApproval, tool.name),
       handler: async (args: unknown, context: ToolCallContext) =>
-        mcpResultText(
+        mcpResult(
           await connection().call(tool.name, args, context.signal, timeoutMs),
           context.acceptsImages,
         ),

@@ -1,6 +1,7 @@
 import { mcpInputSchema, mcpNeedsApproval, mcpToolName } from '../../../../src/agent/mcp/mcp-names';
 import { ToolRegistry } from '../../../../src/agent/tools';
-import { McpToolError, mcpResultText } from '../../../../src/agent/mcp/mcp-results';
+import { McpToolError, mcpResult } from '../../../../src/agent/mcp/mcp-results';
+import { ToolOutput } from '../../../../src/agent/tools';
 
 describe('mcpToolName', () => {
   it('is <server>__<tool> when that is a valid tool name', () => {
@@ -64,18 +65,18 @@ describe('mcpInputSchema', () => {
   });
 });
 
-describe('mcpResultText', () => {
+describe('mcpResult', () => {
   it('text parts as text, joined by a blank line; structured content as JSON when no parts', () => {
     const parts = [
       { type: 'text' as const, text: 'one' },
       { type: 'text' as const, text: 'two' },
     ];
-    expect(mcpResultText({ content: parts }, false)).toBe('one\n\ntwo');
-    expect(mcpResultText({ content: [], structuredContent: { n: 1 } }, false)).toBe('{"n":1}');
+    expect(mcpResult({ content: parts }, false)).toBe('one\n\ntwo');
+    expect(mcpResult({ content: [], structuredContent: { n: 1 } }, false)).toBe('{"n":1}');
   });
 
   it('audio, binary resources and resource links as bracketed notes', () => {
-    const text = mcpResultText(
+    const text = mcpResult(
       {
         content: [
           { type: 'audio', data: 'AAAA', mimeType: 'audio/wav' },
@@ -85,16 +86,35 @@ describe('mcpResultText', () => {
       },
       true,
     );
-    expect(text.split('\n\n')).toEqual([
+    expect(typeof text).toBe('string');
+    expect((text as string).split('\n\n')).toEqual([
       '[audio audio/wav, 3 bytes: not shown, this model does not accept audio]',
       '[resource file:///a.bin (binary): binary content not shown]',
       '[resource link file:///b.txt "b"]',
     ]);
   });
 
+  it('an image: a note, and for a model that accepts images the image as a data URL', () => {
+    const result = {
+      content: [
+        { type: 'text' as const, text: 'look' },
+        { type: 'image' as const, data: 'iVBORw0K', mimeType: 'image/png' },
+      ],
+    };
+    expect(mcpResult(result, false)).toBe(
+      'look\n\n[image image/png, 6 bytes: not shown, this model does not accept images]',
+    );
+    const shown = mcpResult(result, true);
+    expect(shown).toBeInstanceOf(ToolOutput);
+    expect(shown).toEqual(
+      new ToolOutput('look\n\n[image image/png, 6 bytes: shown after the tool results]', [
+        'data:image/png;base64,iVBORw0K',
+      ]),
+    );
+  });
+
   it('an error result throws McpToolError with its text', () => {
-    const run = () =>
-      mcpResultText({ isError: true, content: [{ type: 'text', text: 'no' }] }, false);
+    const run = () => mcpResult({ isError: true, content: [{ type: 'text', text: 'no' }] }, false);
     expect(run).toThrow(McpToolError);
     expect(run).toThrow('no');
   });

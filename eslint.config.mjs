@@ -5,7 +5,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '.scratch/**', 'node_modules/**', 'coverage/**', 'eslint.config.mjs', 'jest.config.js', 'examples/**', 'src/api/dashboard/*.js', 'docs/**', 'bench/peers/**'] },
+  { ignores: ['dist/**', '.scratch/**', 'node_modules/**', 'coverage/**', 'eslint.config.mjs', 'jest.config.js', 'examples/**', 'src/api/dashboard/*.js', 'docs/**', 'bench/peers/**', 'test/fixtures/**/*.js'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   eslintPluginPrettierRecommended,

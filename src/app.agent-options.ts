@@ -38,6 +38,7 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
     maxWaiting,
     llmIdleTimeoutMs,
     turnTimeoutMs,
+    ...(config.mcpServers ? { mcpServers: config.mcpServers } : {}),
     onShutdown: () => stores.close(),
     ...(distribution
       ? {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readMcpConfigFile, type McpServersConfig } from './agent';
 import { trustProxyProblem, type TracingSettings, type TrustProxy } from './server';
 
 /**
@@ -55,6 +56,8 @@ export interface AppConfig {
   logFormat: 'text' | 'json';
   /** OpenTelemetry tracing, when an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_*ENDPOINT`). */
   tracing?: TracingSettings;
+  /** `AGENT_MCP_CONFIG`: the MCP servers of its `{ "mcpServers": ... }` file. */
+  mcpServers?: McpServersConfig;
 }
 
 /** A configuration error: one line naming the variable. */
@@ -229,6 +232,17 @@ function tracing(env: NodeJS.ProcessEnv): TracingSettings | undefined {
   return serviceName ? { serviceName } : {};
 }
 
+/** `AGENT_MCP_CONFIG`: the path of a `{ "mcpServers": { ... } }` file, read and checked now. */
+function mcpServers(env: NodeJS.ProcessEnv): McpServersConfig | undefined {
+  const path = env.AGENT_MCP_CONFIG?.trim();
+  if (!path) return undefined;
+  try {
+    return readMcpConfigFile(path);
+  } catch (error) {
+    throw new ConfigError(`AGENT_MCP_CONFIG: ${(error as Error).message}`);
+  }
+}
+
 /** Reads and validates the environment; throws `ConfigError` naming the bad variable. */
 export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const host = env.HOST ?? '127.0.0.1';
@@ -269,6 +283,7 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     rateLimits: rateLimits(env),
     logFormat: logFormat(env),
     tracing: tracing(env),
+    mcpServers: mcpServers(env),
   };
 }
 

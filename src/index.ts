@@ -172,7 +172,9 @@ export {
   AgentModule,
   AgentService,
   AgentTool,
+  McpServers,
   toolError,
+  ToolOutput,
   ToolRegistry,
 } from './agent';
 export type {
@@ -180,6 +182,13 @@ export type {
   AgentModuleOptions,
   InputInfo,
   InstrumentationLayer,
+  McpApproval,
+  McpHttpServerConfig,
+  McpServerConfig,
+  McpServersConfig,
+  McpServerState,
+  McpServerStatus,
+  McpStdioServerConfig,
   ModelCallInfo,
   Preprocessor,
   PreprocessorNext,

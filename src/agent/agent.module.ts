@@ -39,6 +39,7 @@ import { AgentInstrumentation } from './instrumentation';
 import { AgentTracing } from './tracing';
 import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
+import { McpServers } from './mcp';
 import { ToolRegistry } from './tools';
 import { SessionAdmin } from './session-admin';
 import { UsageSnapshots } from './usage-snapshots';
@@ -157,6 +158,7 @@ function inProcessOnly(options: AgentModuleOptions): null {
     HookRegistry,
     PromptAssembler,
     ToolRegistry,
+    McpServers,
     TokenEstimator,
     UsageTracker,
     AgentEventBus,
@@ -177,6 +179,7 @@ function inProcessOnly(options: AgentModuleOptions): null {
     HookRegistry,
     PromptAssembler,
     ToolRegistry,
+    McpServers,
     UsageTracker,
     TokenEstimator,
     ModelRegistry,

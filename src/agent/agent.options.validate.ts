@@ -4,6 +4,7 @@ import {
   type AgentModuleOptions,
   type ResolvedAgentOptions,
 } from './agent.options';
+import { mcpServersProblem } from './mcp/mcp.config';
 
 /** Parses `'model'` or `'provider/model'` into a `ModelRef`. */
 export function parseModelRef(value: string | ModelRef): ModelRef {
@@ -51,6 +52,27 @@ function port(name: string, value: unknown, methods: string[]): void {
   }
 }
 
+/** The ports given are objects with their methods; `mcpServers` is well-formed. */
+function checkPortsAndServers(options: AgentModuleOptions): void {
+  port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
+  (options.llmProviders ?? []).forEach((p, i) =>
+    port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
+  );
+  port('sessionStore', options.sessionStore, [
+    'get',
+    'ensure',
+    'update',
+    'delete',
+    'generationOf',
+    'advanceGeneration',
+  ]);
+  port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
+  port('messageArchive', options.messageArchive, ['append']);
+  const mcpProblem =
+    options.mcpServers === undefined ? undefined : mcpServersProblem(options.mcpServers);
+  if (mcpProblem) throw new AgentOptionsError(`AgentModule option ${mcpProblem}`);
+}
+
 /** Validates the options and applies defaults; throws `AgentOptionsError` naming the option. */
 export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedAgentOptions {
   const d = AGENT_OPTION_DEFAULTS;
@@ -68,20 +90,7 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
       throw new AgentOptionsError('AgentModule option "defaultModel" must name a model');
     }
   }
-  port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
-  (options.llmProviders ?? []).forEach((p, i) =>
-    port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
-  );
-  port('sessionStore', options.sessionStore, [
-    'get',
-    'ensure',
-    'update',
-    'delete',
-    'generationOf',
-    'advanceGeneration',
-  ]);
-  port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
-  port('messageArchive', options.messageArchive, ['append']);
+  checkPortsAndServers(options);
   return {
     contextWindow,
     maxOutputTokens,
@@ -94,6 +103,9 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     modelCapabilities: options.modelCapabilities ?? {},
     llmProviders: options.llmProviders ?? [],
     toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 1) ?? d.toolTimeoutMs,
+    mcpServers: options.mcpServers ?? {},
+    mcpConnectTimeoutMs:
+      integer('mcpConnectTimeoutMs', options.mcpConnectTimeoutMs, 1) ?? d.mcpConnectTimeoutMs,
     shutdownTimeoutMs:
       integer('shutdownTimeoutMs', options.shutdownTimeoutMs, 0) ?? d.shutdownTimeoutMs,
     maxWaiting: integer('maxWaiting', options.maxWaiting, 1) ?? d.maxWaiting,

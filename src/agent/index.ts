@@ -6,6 +6,7 @@ export * from './agent.service';
 export * from './agent-event.bus';
 export * from './instrumentation';
 export * from './tools';
+export * from './mcp';
 export { decodeSessionCursor, SESSION_PAGE, SESSION_STATES } from './session-cursor';
 export { AgentDistribution } from './distribution-lifecycle';
 export type { EventRelay, RelayedEvent, RelayedLatestTurn } from '../distribution';

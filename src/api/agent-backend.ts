@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { AgentDistribution, AgentInstrumentation, AgentService } from '../agent';
+import { AgentDistribution, AgentInstrumentation, AgentService, McpServers } from '../agent';
 import { HistoryStore, type HistoryStore as HistoryStorePort } from '../contracts';
 import { ModelRegistry } from '../llm';
 
@@ -39,6 +39,15 @@ export class AgentBackend {
   /** The model providers. */
   get models(): ModelRegistry {
     return this.resolve<ModelRegistry>(ModelRegistry, 'ModelRegistry');
+  }
+
+  /** The MCP tool servers of the agent; `undefined` for an agent module without them. */
+  get mcp(): McpServers | undefined {
+    try {
+      return this.resolve<McpServers>(McpServers, 'McpServers');
+    } catch {
+      return undefined;
+    }
   }
 
   /** The instrumentation seam. */

@@ -18,13 +18,14 @@ export class HealthController {
 
   @Get()
   @HealthCheck()
-  @ApiOperation({ summary: 'Liveness and readiness (store, queue, model provider)' })
+  @ApiOperation({ summary: 'Liveness and readiness (store, queue, model provider, MCP servers)' })
   async check(@Res({ passthrough: true }) response: HttpResponse): Promise<HealthCheckResult> {
     try {
       return await this.health.check([
         () => this.agent.store(),
         () => this.agent.queue(),
         () => this.agent.model(),
+        () => this.agent.mcp(),
       ]);
     } catch (error) {
       // Down: 503 with the same report as when up, so probes and people read one shape.

@@ -93,6 +93,7 @@ export class ApiApp {
       HTTP_ADMIN_RATE_LIMIT: undefined,
       HTTP_AUTH_RATE_LIMIT: undefined,
       TRUST_PROXY: undefined,
+      AGENT_MCP_CONFIG: undefined,
       ...options.env,
     };
     const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));

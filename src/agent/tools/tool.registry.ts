@@ -6,6 +6,22 @@ import type { JsonSchema, ToolCallContext, ToolDefinition, ToolSpec } from '../.
 export interface ToolResult {
   ok: boolean;
   content: string;
+  /**
+   * Images of the result (data or http(s) URLs) that the model sees after the call's results,
+   * in the same turn, when it accepts images (H2); history keeps `content` only.
+   */
+  images?: string[];
+}
+
+/**
+ * What a handler may return to give the model images next to its text: `text` is the result,
+ * `images` (data or http(s) URLs) are shown to a model that accepts images after the results.
+ */
+export class ToolOutput {
+  constructor(
+    readonly text: string,
+    readonly images: readonly string[] = [],
+  ) {}
 }
 
 interface RegisteredTool {
@@ -133,6 +149,10 @@ async function runWithLimits(
   const run = (async (): Promise<ToolResult> => {
     try {
       const value = await spec.handler(args, context);
+      if (value instanceof ToolOutput) {
+        const images = value.images.length ? { images: [...value.images] } : {};
+        return { ok: true, content: value.text, ...images };
+      }
       return { ok: true, content: stringify(value) };
     } catch (error) {
       return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);

@@ -34,10 +34,10 @@ export class AgentHealthIndicator {
     private readonly activity: AgentMetrics,
   ) {}
 
-  /** Store, queue and model in one result under `key`: down when any of them is. */
+  /** Store, queue, model and MCP servers in one result under `key`: down when any of the first three is. */
   async isHealthy(key = 'agent'): Promise<HealthIndicatorResult> {
     const parts = await Promise.all([this.store(), this.queue(), this.model()]);
-    const details: HealthIndicatorResult = Object.assign({}, ...parts);
+    const details: HealthIndicatorResult = Object.assign({}, ...parts, this.mcp());
     const indicator = this.indicators.check(key);
     const down = Object.values(details).some((part) => part.status === 'down');
     return down ? indicator.down(details) : indicator.up(details);
@@ -73,6 +73,16 @@ export class AgentHealthIndicator {
     } catch (error) {
       return indicator.down({ mode: 'distributed', instanceId, message: messageOf(error) });
     }
+  }
+
+  /**
+   * The MCP tool servers, each with its state (`connecting | ready | reconnecting | failed`),
+   * tool count and last error. Always up: MCP servers are not needed for readiness (their tools
+   * answer with an error while a server is away), so one that is down never fails `/health`.
+   */
+  mcp(key = 'mcp'): HealthIndicatorResult {
+    const indicator = this.indicators.check(key);
+    return indicator.up({ servers: this.backend.mcp?.status() ?? [] });
   }
 
   /** Every model provider that can be pinged answers (a registry without providers is up). */

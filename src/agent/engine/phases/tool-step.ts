@@ -30,6 +30,8 @@ interface ExecutedCall {
   result: string;
   metadata: Record<string, unknown>;
   segment: ContentSegment;
+  /** Images of the result, for a model that accepts them (never persisted). */
+  images?: string[];
 }
 
 /**
@@ -79,6 +81,8 @@ export async function runToolCalls(
     ...(m.reasoningContent ? { reasoningContent: m.reasoningContent } : {}),
     metadata: { turnId },
   }));
+  const shown = state.acceptsImages ? imagesMessage(executed, turnId) : undefined;
+  if (shown) models.push(shown);
   const stamping = state.stampCounts(deps.estimator, models);
   if (stamping) await stamping;
   group.forEach((m, i) => {
@@ -148,7 +152,23 @@ async function runOne(
     startTime,
     endTime: Date.now(),
   };
-  return { call, callId, result, metadata: after.metadata, segment };
+  return { call, callId, result, metadata: after.metadata, segment, images: outcome.images };
+}
+
+/**
+ * The images of a group's results, as a user message after them (chat APIs take images in user
+ * messages, not in tool results); sent in this turn's later calls, never persisted.
+ */
+function imagesMessage(executed: ExecutedCall[], turnId: string): ModelMessage | undefined {
+  const withImages = executed.filter((e) => e.images?.length);
+  if (!withImages.length) return undefined;
+  const names = withImages.map((e) => e.call.function.name).join(', ');
+  return {
+    role: 'user',
+    content: `[Images returned by the tool results above: ${names}]`,
+    images: withImages.flatMap((e) => e.images!),
+    metadata: { turnId },
+  };
 }
 
 /** H5: the call acts with the identity of whoever authorised the input (`actor`). */

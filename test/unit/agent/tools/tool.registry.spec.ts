@@ -1,5 +1,5 @@
 import type { ToolCallContext, ToolSpec } from '../../../../src/contracts';
-import { ToolRegistry } from '../../../../src/agent/tools/tool.registry';
+import { ToolOutput, ToolRegistry } from '../../../../src/agent/tools/tool.registry';
 
 const weatherSchema = {
   type: 'object',
@@ -272,5 +272,37 @@ describe('ToolRegistry', () => {
       expect(sut.removeOwner('ModA')).toBe(2);
       expect(sut.definitions().map((d) => d.name)).toEqual(['c']);
     });
+  });
+});
+
+describe('ToolOutput', () => {
+  const context = {
+    sessionId: 's',
+    turnId: 't',
+    callId: 'c',
+    acceptsImages: true,
+    signal: new AbortController().signal,
+  };
+  const spec = (value: unknown) => ({
+    name: 'shot',
+    description: 'A screenshot',
+    parameters: { type: 'object' },
+    handler: () => value,
+  });
+
+  it('a handler returning ToolOutput gives its text as content and its images beside', async () => {
+    const registry = new ToolRegistry();
+    registry.register(spec(new ToolOutput('a screenshot', ['data:image/png;base64,AAAA'])));
+    expect(await registry.execute('shot', {}, context)).toEqual({
+      ok: true,
+      content: 'a screenshot',
+      images: ['data:image/png;base64,AAAA'],
+    });
+  });
+
+  it('without images the result has no images field', async () => {
+    const registry = new ToolRegistry();
+    registry.register(spec(new ToolOutput('just text')));
+    expect(await registry.execute('shot', {}, context)).toEqual({ ok: true, content: 'just text' });
   });
 });

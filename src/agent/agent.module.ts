@@ -40,6 +40,7 @@ import { AgentTracing } from './tracing';
 import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
+import { ApprovalRegistry } from './tools/approval.registry';
 import { SessionAdmin } from './session-admin';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -157,6 +158,7 @@ function inProcessOnly(options: AgentModuleOptions): null {
     HookRegistry,
     PromptAssembler,
     ToolRegistry,
+    ApprovalRegistry,
     TokenEstimator,
     UsageTracker,
     AgentEventBus,

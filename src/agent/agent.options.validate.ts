@@ -51,6 +51,24 @@ function port(name: string, value: unknown, methods: string[]): void {
   }
 }
 
+/** The ports given in the options have the methods the agent calls. */
+function checkPorts(options: AgentModuleOptions): void {
+  port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
+  (options.llmProviders ?? []).forEach((p, i) =>
+    port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
+  );
+  port('sessionStore', options.sessionStore, [
+    'get',
+    'ensure',
+    'update',
+    'delete',
+    'generationOf',
+    'advanceGeneration',
+  ]);
+  port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
+  port('messageArchive', options.messageArchive, ['append']);
+}
+
 /** Validates the options and applies defaults; throws `AgentOptionsError` naming the option. */
 export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedAgentOptions {
   const d = AGENT_OPTION_DEFAULTS;
@@ -68,20 +86,7 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
       throw new AgentOptionsError('AgentModule option "defaultModel" must name a model');
     }
   }
-  port('llmProvider', options.llmProvider, ['capabilities', 'chat']);
-  (options.llmProviders ?? []).forEach((p, i) =>
-    port(`llmProviders[${i}]`, p, ['capabilities', 'chat']),
-  );
-  port('sessionStore', options.sessionStore, [
-    'get',
-    'ensure',
-    'update',
-    'delete',
-    'generationOf',
-    'advanceGeneration',
-  ]);
-  port('historyStore', options.historyStore, ['history', 'count', 'clear', 'rollbackTurn']);
-  port('messageArchive', options.messageArchive, ['append']);
+  checkPorts(options);
   return {
     contextWindow,
     maxOutputTokens,
@@ -100,6 +105,8 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     llmIdleTimeoutMs:
       integer('llmIdleTimeoutMs', options.llmIdleTimeoutMs, 1) ?? d.llmIdleTimeoutMs,
     turnTimeoutMs: integer('turnTimeoutMs', options.turnTimeoutMs, 0) ?? d.turnTimeoutMs,
+    approvalTimeoutMs:
+      integer('approvalTimeoutMs', options.approvalTimeoutMs, 1) ?? d.approvalTimeoutMs,
     traceContent: flag('traceContent', options.traceContent) ?? false,
     traceHookThresholdMs:
       integer('traceHookThresholdMs', options.traceHookThresholdMs, 0) ?? d.traceHookThresholdMs,

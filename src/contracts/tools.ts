@@ -36,4 +36,6 @@ export interface ToolSpec<A = any> extends ToolDefinition {
   handler: ToolHandler<A>;
   /** Milliseconds before the call is abandoned with a timeout result. @default 60000 */
   timeoutMs?: number;
+  /** Ask a person before each call (issue 20): `true`, or a function of the call's arguments. @default false */
+  needsApproval?: boolean | ((args: any, context: ToolCallContext) => boolean | Promise<boolean>);
 }

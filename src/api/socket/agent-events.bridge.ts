@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OnEvent } from '@nestjs/event-emitter';
 import type {
+  ApprovalEvent,
   OutgoingMessage,
   QueueEvent,
   SessionDeletedEvent,
@@ -14,6 +15,7 @@ import { TurnFeed } from '../replay/turn-feed';
 import { AgentGateway } from './agent.gateway';
 import { QueueCoalescer } from './queue-coalescer';
 import {
+  mapApproval,
   mapOutbound,
   mapStream,
   mapTool,
@@ -25,7 +27,7 @@ import {
 /**
  * Bridges the agent's events to the socket's: `agent:turn:start`/`agent:turn:end` -> `turn`,
  * `outbound:stream` -> `stream`, `outbound:message` -> `message`, `agent:queue` -> `queue`,
- * `token:usage` -> `usage`, `tool:execute` -> `tool`. Synchronous and non-throwing: the turn
+ * `token:usage` -> `usage`, `tool:execute` -> `tool`, `agent:approval` -> `approval`. Synchronous and non-throwing: the turn
  * that emits never waits for a socket.
  *
  * The events of a turn's stream are kept in the replay buffer (through the {@link TurnFeed},
@@ -81,6 +83,12 @@ export class AgentEventsBridge {
   tool(event: ToolExecuteEvent): void {
     this.feed.record('tool:execute', event);
     this.gateway.emitToSession(event.sessionId, 'tool', mapTool(event));
+  }
+
+  /** Tool calls waiting for a person's approval, and their decisions (issue 20). */
+  @OnEvent('agent:approval')
+  approval(event: ApprovalEvent): void {
+    this.gateway.emitToSession(event.sessionId, 'approval', mapApproval(event));
   }
 
   /** A deleted session's streams are not resumable any more. */

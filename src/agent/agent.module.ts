@@ -104,10 +104,22 @@ const engine: Provider[] = [
         { archive, inbox }: GuardedStores,
         options: ResolvedAgentOptions,
         instrumentation: AgentInstrumentation,
+        approvals: ApprovalRegistry,
       ): LanesFactory =>
       (admission) =>
-        new TurnScheduler({ events, archive, inbox, options, instrumentation }, runner, admission),
-    inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS, AgentInstrumentation],
+        new TurnScheduler(
+          { events, archive, inbox, options, instrumentation, approvals },
+          runner,
+          admission,
+        ),
+    inject: [
+      TurnRunner,
+      AgentEventBus,
+      GUARDED_STORES,
+      AGENT_OPTIONS,
+      AgentInstrumentation,
+      ApprovalRegistry,
+    ],
   },
   // In one process there is none; a distributed module provides its own (agent.module-distributed).
   { provide: DISTRIBUTION_RUNTIME, useFactory: inProcessOnly, inject: [AGENT_MODULE_OPTIONS] },

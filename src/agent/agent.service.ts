@@ -30,7 +30,6 @@ import { InputGate } from './engine';
 import { SessionAdmin } from './session-admin';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
-import { ApprovalRegistry } from './tools/approval.registry';
 import { UsageSnapshots } from './usage-snapshots';
 
 /** A preprocessor's `next`: continue, optionally with a replacement message. */
@@ -65,7 +64,6 @@ export class AgentService
     private readonly events: AgentEventBus,
     private readonly snapshots: UsageSnapshots,
     private readonly admin: SessionAdmin,
-    private readonly approvalRegistry: ApprovalRegistry,
   ) {}
 
   onModuleInit(): void {
@@ -139,15 +137,15 @@ export class AgentService
   /**
    * Decides a tool call waiting for approval (README, "Human approval before a tool runs"):
    * approved, it runs; denied, the model is told so, by whom and why. `false` when the session
-   * has no such call waiting in this process (in distributed mode: on the instance running it).
+   * has no such call waiting (in distributed mode the decision goes to the instance running it).
    */
-  async approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean> {
-    return this.approvalRegistry.decide(sessionId, callId, decision);
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean> {
+    return this.dispatcher.approve(sessionId, callId, decision);
   }
 
-  /** The session's tool calls waiting for approval in this process, oldest first. */
-  approvals(sessionId: string): PendingApproval[] {
-    return this.approvalRegistry.list(sessionId);
+  /** The session's tool calls waiting for approval, oldest first (from wherever its turn runs). */
+  approvals(sessionId: string): Promise<PendingApproval[]> {
+    return this.dispatcher.approvals(sessionId);
   }
 
   /**

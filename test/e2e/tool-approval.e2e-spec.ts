@@ -77,7 +77,7 @@ describe('human approval before a tool runs', () => {
 
     expect(request).toMatchObject({ sessionId: 's', name: 'transfer', args: { amount: 500 } });
     expect(ran).toEqual([]);
-    expect(h.agent.approvals('s')).toEqual([
+    expect(await h.agent.approvals('s')).toEqual([
       {
         sessionId: 's',
         turnId: request.turnId,
@@ -92,7 +92,7 @@ describe('human approval before a tool runs', () => {
 
     expect(await settled).toMatchObject({ outcome: 'replied', reply: 'finished' });
     expect(ran).toEqual([{ amount: 500 }]);
-    expect(h.agent.approvals('s')).toEqual([]);
+    expect(await h.agent.approvals('s')).toEqual([]);
     const tool = await toolResult('s');
     expect(tool.metadata[K.CallId]).toBe(request.callId);
     expect(tool.metadata[K.Approval]).toEqual({ approved: true, by, at: expect.any(String) });
@@ -136,7 +136,7 @@ describe('human approval before a tool runs', () => {
       at: expect.any(String),
       timedOut: true,
     });
-    expect(h.agent.approvals('s')).toEqual([]);
+    expect(await h.agent.approvals('s')).toEqual([]);
   });
 
   it('an abort while the call waits ends the turn aborted; the tool never runs', async () => {
@@ -149,7 +149,7 @@ describe('human approval before a tool runs', () => {
 
     expect(await settled).toMatchObject({ settled: 'turn', outcome: 'aborted' });
     expect(ran).toEqual([]);
-    expect(h.agent.approvals('s')).toEqual([]);
+    expect(await h.agent.approvals('s')).toEqual([]);
     expect(await h.agent.approve('s', callId, { approved: true })).toBe(false);
     expect(h.of('agent:approval').at(-1)).toMatchObject({ phase: 'decided', stopped: true });
     expect(h.server.requests).toHaveLength(1);

@@ -102,23 +102,22 @@ export class AgentApiService {
     return { stopped: await this.agent.abortAsync(sessionId, options) };
   }
 
-  /** The session's tool calls waiting for approval (on this instance), oldest first. */
-  approvals(sessionId: string): ApprovalsResponse {
-    const approvals = this.agent
-      .approvals(sessionId)
-      .map(({ callId, turnId, name, args, requestedAt }) => ({
-        callId,
-        turnId,
-        name,
-        args,
-        requestedAt,
-      }));
+  /** The session's tool calls waiting for approval (wherever its turn runs), oldest first. */
+  async approvals(sessionId: string): Promise<ApprovalsResponse> {
+    const pending = await this.agent.approvals(sessionId);
+    const approvals = pending.map(({ callId, turnId, name, args, requestedAt }) => ({
+      callId,
+      turnId,
+      name,
+      args,
+      requestedAt,
+    }));
     return { approvals };
   }
 
   /**
-   * Decides a tool call waiting for approval, `by` the caller; whether the session had such a
-   * call waiting (on this instance).
+   * Decides a tool call waiting for approval, `by` the caller (on the instance running its turn);
+   * whether the session had such a call waiting.
    */
   decide(
     sessionId: string,

@@ -23,7 +23,7 @@ export class ApprovalsController {
   @Get(':sessionId/approvals')
   @ApiOperation({ summary: "The session's tool calls waiting for approval, oldest first" })
   @ApiOkResponse({ type: ApprovalsResponse })
-  approvals(@Param('sessionId', SessionIdPipe) sessionId: string): ApprovalsResponse {
+  approvals(@Param('sessionId', SessionIdPipe) sessionId: string): Promise<ApprovalsResponse> {
     return this.api.approvals(sessionId);
   }
 

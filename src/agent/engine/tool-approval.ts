@@ -33,7 +33,8 @@ export async function approvalGate(
   call: { name: string; args: unknown },
   context: ToolCallContext,
 ): Promise<ApprovalGate> {
-  if (!(await deps.tools.needsApproval(call.name, call.args, context))) return {};
+  // A stopped turn asks nobody: the call gets the usual stopped result.
+  if (turn.aborted || !(await deps.tools.needsApproval(call.name, call.args, context))) return {};
   const { sessionId, turnId, callId } = context;
   const { name, args } = call;
   const requestedAt = new Date().toISOString();

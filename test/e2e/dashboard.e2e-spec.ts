@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import type { Namespace } from 'socket.io';
-import { ToolRegistry } from '../../src/agent';
+import { AgentService, ToolRegistry } from '../../src/agent';
 import { AgentGateway } from '../../src/api';
 import { DASHBOARD_CSP } from '../../src/api/dashboard/dashboard.controller';
 import {
@@ -557,6 +557,9 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
       });
     } finally {
       dispose();
+      // A failure above must not leave the turn waiting or its scripts to the next test.
+      a.server.discardScripts();
+      await a.app.get(AgentService).abortAsync('dash-approval');
     }
   });
 
@@ -592,6 +595,8 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
       expect(tool.content).toBe('{"error":"The call to \\"wipe\\" was denied by admin"}');
     } finally {
       dispose();
+      a.server.discardScripts();
+      await a.app.get(AgentService).abortAsync('dash-deny');
     }
   });
 

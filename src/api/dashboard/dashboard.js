@@ -110,6 +110,7 @@
         waiting: [],
         // Tool calls waiting for a person's approval: { callId, turnId, name, args }.
         approvals: [],
+        approvalEvents: 0,
         usage: null,
         turns: [],
         turnById: new Map(),
@@ -674,8 +675,10 @@
       : api('GET', sessionPath(session.id) + '/usage').then((answer) => {
           if (answer) applyUsage(session, answer);
         });
+    const approvalEvents = session.approvalEvents;
     const approvals = api('GET', sessionPath(session.id) + '/approvals').then((answer) => {
-      if (answer && Array.isArray(answer.approvals)) session.approvals = answer.approvals;
+      if (!answer || !Array.isArray(answer.approvals)) return;
+      if (session.approvalEvents === approvalEvents) session.approvals = answer.approvals;
     });
     await Promise.allSettled([queue, usage, approvals, loadHistory(session)]);
     render(true);
@@ -1032,6 +1035,7 @@
         args: event.args,
       };
       noteApproval(session, call, event.phase === 'requested');
+      session.approvalEvents++;
       touch(session);
       render(true);
     });

@@ -27,7 +27,7 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
   );
   const llmProvider = createProviderFromEnv(config.llm ?? {});
   logger.log(describeProvider(llmProvider));
-  const { maxWaiting, llmIdleTimeoutMs, turnTimeoutMs } = config.limits;
+  const { maxWaiting, llmIdleTimeoutMs, turnTimeoutMs, approvalTimeoutMs } = config.limits;
   return {
     llmProvider,
     tools: llmProvider instanceof DemoProvider ? [clockTool] : [],
@@ -39,6 +39,7 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
     llmIdleTimeoutMs,
     turnTimeoutMs,
     ...(config.mcpServers ? { mcpServers: config.mcpServers } : {}),
+    approvalTimeoutMs,
     onShutdown: () => stores.close(),
     ...(distribution
       ? {

@@ -34,6 +34,8 @@ export interface AppConfig {
     llmIdleTimeoutMs: number;
     /** `AGENT_TURN_TIMEOUT_MS`: longest turn, 0 = none. */
     turnTimeoutMs: number;
+    /** `AGENT_APPROVAL_TIMEOUT_MS`: longest wait of a tool call for a person's approval. */
+    approvalTimeoutMs: number;
     /** `AGENT_DB_TIMEOUT_MS`: longest wait for the database (connect, statement, busy). */
     dbTimeoutMs: number;
   };
@@ -159,6 +161,7 @@ function limits(env: NodeJS.ProcessEnv): AppConfig['limits'] {
     maxWaiting: integer(env, 'AGENT_MAX_WAITING', 1000, 1),
     llmIdleTimeoutMs: integer(env, 'LLM_IDLE_TIMEOUT_MS', 60_000, 1),
     turnTimeoutMs: integer(env, 'AGENT_TURN_TIMEOUT_MS', 600_000, 0),
+    approvalTimeoutMs: integer(env, 'AGENT_APPROVAL_TIMEOUT_MS', 600_000, 1),
     dbTimeoutMs: integer(env, 'AGENT_DB_TIMEOUT_MS', 10_000, 1),
   };
 }

@@ -41,6 +41,7 @@ import { RUNNER_PORTS, runnerPorts, type RunnerPortList } from './runner-ports';
 import { GUARDED_STORES, guardStores, type GuardedStores } from './store-guard';
 import { McpServers } from './mcp';
 import { ToolRegistry } from './tools';
+import { ApprovalRegistry } from './tools/approval.registry';
 import { SessionAdmin } from './session-admin';
 import { UsageSnapshots } from './usage-snapshots';
 
@@ -104,10 +105,22 @@ const engine: Provider[] = [
         { archive, inbox }: GuardedStores,
         options: ResolvedAgentOptions,
         instrumentation: AgentInstrumentation,
+        approvals: ApprovalRegistry,
       ): LanesFactory =>
       (admission) =>
-        new TurnScheduler({ events, archive, inbox, options, instrumentation }, runner, admission),
-    inject: [TurnRunner, AgentEventBus, GUARDED_STORES, AGENT_OPTIONS, AgentInstrumentation],
+        new TurnScheduler(
+          { events, archive, inbox, options, instrumentation, approvals },
+          runner,
+          admission,
+        ),
+    inject: [
+      TurnRunner,
+      AgentEventBus,
+      GUARDED_STORES,
+      AGENT_OPTIONS,
+      AgentInstrumentation,
+      ApprovalRegistry,
+    ],
   },
   // In one process there is none; a distributed module provides its own (agent.module-distributed).
   { provide: DISTRIBUTION_RUNTIME, useFactory: inProcessOnly, inject: [AGENT_MODULE_OPTIONS] },
@@ -159,6 +172,7 @@ function inProcessOnly(options: AgentModuleOptions): null {
     PromptAssembler,
     ToolRegistry,
     McpServers,
+    ApprovalRegistry,
     TokenEstimator,
     UsageTracker,
     AgentEventBus,

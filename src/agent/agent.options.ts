@@ -85,6 +85,12 @@ export interface AgentModuleOptions {
    * saying it took too long. `0` = no limit. @default 600000
    */
   turnTimeoutMs?: number;
+  /**
+   * Milliseconds a tool call that needs approval (`needsApproval`) waits for a person's decision;
+   * past it the call is not run and the model is told it was not approved. The wait does not
+   * count against `turnTimeoutMs`. @default 600000
+   */
+  approvalTimeoutMs?: number;
   /** Context trimming (contract U3, U4). */
   trimming?: TrimmingOptions;
   /**
@@ -141,6 +147,7 @@ export interface ResolvedAgentOptions extends Required<
     | 'maxWaiting'
     | 'llmIdleTimeoutMs'
     | 'turnTimeoutMs'
+    | 'approvalTimeoutMs'
     | 'traceContent'
     | 'traceHookThresholdMs'
   >
@@ -176,5 +183,6 @@ export const AGENT_OPTION_DEFAULTS = {
   maxWaiting: 1000,
   llmIdleTimeoutMs: 60_000,
   turnTimeoutMs: 600_000,
+  approvalTimeoutMs: 600_000,
   traceHookThresholdMs: 50,
 } as const;

@@ -112,6 +112,8 @@ export function resolveAgentOptions(options: AgentModuleOptions = {}): ResolvedA
     llmIdleTimeoutMs:
       integer('llmIdleTimeoutMs', options.llmIdleTimeoutMs, 1) ?? d.llmIdleTimeoutMs,
     turnTimeoutMs: integer('turnTimeoutMs', options.turnTimeoutMs, 0) ?? d.turnTimeoutMs,
+    approvalTimeoutMs:
+      integer('approvalTimeoutMs', options.approvalTimeoutMs, 1) ?? d.approvalTimeoutMs,
     traceContent: flag('traceContent', options.traceContent) ?? false,
     traceHookThresholdMs:
       integer('traceHookThresholdMs', options.traceHookThresholdMs, 0) ?? d.traceHookThresholdMs,

@@ -10,8 +10,10 @@ import {
   escapeForLog,
   WorkDispatcher,
   type AbortOptions,
+  type ApprovalDecision,
   type IncomingMessage,
   type ModelRef,
+  type PendingApproval,
   type SessionList,
   type SessionListQuery,
   type SessionSettingsPatch,
@@ -133,6 +135,20 @@ export class AgentService
   }
 
   /**
+   * Decides a tool call waiting for approval (README, "Human approval before a tool runs"):
+   * approved, it runs; denied, the model is told so, by whom and why. `false` when the session
+   * has no such call waiting (in distributed mode the decision goes to the instance running it).
+   */
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean> {
+    return this.dispatcher.approve(sessionId, callId, decision);
+  }
+
+  /** The session's tool calls waiting for approval, oldest first (from wherever its turn runs). */
+  approvals(sessionId: string): Promise<PendingApproval[]> {
+    return this.dispatcher.approvals(sessionId);
+  }
+
+  /**
    * One session now: state, running turn, waiting count, settings, last turn. `undefined` when
    * it has no settings and nothing runs, waits or holds it.
    */
@@ -160,34 +176,20 @@ export class AgentService
    * for them to settle, then runs `clear` while the sessions are held. `undefined` = all
    * sessions. The hold is released even when `clear` throws; the error is rethrown (I10).
    */
-  async clearing(
+  clearing(
     sessionIds: readonly string[] | undefined,
     clear: () => unknown,
     reason?: string,
   ): Promise<void> {
-    const release = await this.dispatcher.hold(sessionIds, reason);
-    try {
-      await clear();
-    } finally {
-      await release();
-    }
+    return this.admin.clearing(sessionIds, clear, reason);
   }
 
   /**
    * Clears the history of the sessions (`undefined` = all) through `clearing` (S4): stops and
    * holds them, deletes their history, releases them. Resolves with what was cleared.
    */
-  async clearHistory(sessionIds?: readonly string[], reason?: string): Promise<string[] | 'all'> {
-    const ids = sessionIds ? [...new Set(sessionIds)] : undefined;
-    await this.clearing(
-      ids,
-      async () => {
-        if (!ids) return this.stores.history.clear();
-        for (const id of ids) await this.stores.history.clear(id);
-      },
-      reason,
-    );
-    return ids ?? 'all';
+  clearHistory(sessionIds?: readonly string[], reason?: string): Promise<string[] | 'all'> {
+    return this.admin.clearHistory(sessionIds, reason);
   }
 
   /**
@@ -195,13 +197,8 @@ export class AgentService
    * listeners (the agent's own stops the session and moves its generation), then deletes its
    * history and settings.
    */
-  async deleteSession(sessionId: string): Promise<void> {
-    await this.clearing([sessionId], async () => {
-      await this.events.emitAsync('session:deleted', { sessionId });
-      await this.stores.history.deleteSession(sessionId);
-      await this.stores.sessions.delete(sessionId);
-      await this.stores.inbox.deleteSession(sessionId);
-    });
+  deleteSession(sessionId: string): Promise<void> {
+    return this.admin.deleteSession(sessionId);
   }
 
   /** S5: registers a preprocessor; the same name replaces the earlier one. Returns dispose. */

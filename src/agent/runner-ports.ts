@@ -9,6 +9,7 @@ import type { RunnerPorts } from './engine';
 import { AgentInstrumentation } from './instrumentation';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
 import { ToolRegistry } from './tools';
+import { ApprovalRegistry } from './tools/approval.registry';
 
 /** What the turn runner is built from, in `RUNNER_PORTS` order. */
 export type RunnerPortList = [
@@ -22,6 +23,7 @@ export type RunnerPortList = [
   UsageTracker,
   TokenEstimator,
   AgentInstrumentation,
+  ApprovalRegistry,
 ];
 
 /** The injection tokens of the turn runner's ports. */
@@ -36,6 +38,7 @@ export const RUNNER_PORTS = [
   UsageTracker,
   TokenEstimator,
   AgentInstrumentation,
+  ApprovalRegistry,
 ];
 
 /** The runner's ports, named. */
@@ -51,6 +54,7 @@ export function runnerPorts(list: RunnerPortList): RunnerPorts {
     usage,
     estimator,
     instrumentation,
+    approvals,
   ] = list;
   return {
     options,
@@ -63,5 +67,6 @@ export function runnerPorts(list: RunnerPortList): RunnerPorts {
     usage,
     estimator,
     instrumentation,
+    approvals,
   };
 }

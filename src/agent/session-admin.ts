@@ -20,6 +20,7 @@ import {
   type WorkDispatcher as WorkDispatcherPort,
 } from '../contracts';
 import { ModelRegistry } from '../llm';
+import { AgentEventBus } from './agent-event.bus';
 import { checkedListQuery, encodeSessionCursor } from './session-cursor';
 import { GUARDED_STORES, type GuardedStores } from './store-guard';
 
@@ -27,8 +28,8 @@ import { GUARDED_STORES, type GuardedStores } from './store-guard';
 const IDS_PER_QUERY = 500;
 
 /**
- * Session administration behind `AgentService` (issue 16): stop all, one session's state and
- * settings, settings made before a session's first message. @internal
+ * Session administration behind `AgentService` (issue 16): stop all, clearing and deletion, one
+ * session's state and settings, settings made before a session's first message. @internal
  */
 @Injectable()
 export class SessionAdmin {
@@ -38,7 +39,43 @@ export class SessionAdmin {
     @Inject(WorkDispatcher) private readonly dispatcher: WorkDispatcherPort,
     @Inject(GUARDED_STORES) private readonly stores: GuardedStores,
     private readonly models: ModelRegistry,
+    private readonly events: AgentEventBus,
   ) {}
+
+  /** See `AgentService.clearing` (S4). */
+  async clearing(
+    sessionIds: readonly string[] | undefined,
+    clear: () => unknown,
+    reason?: string,
+  ): Promise<void> {
+    const release = await this.dispatcher.hold(sessionIds, reason);
+    try {
+      await clear();
+    } finally {
+      await release();
+    }
+  }
+
+  /** See `AgentService.clearHistory`. */
+  async clearHistory(sessionIds?: readonly string[], reason?: string): Promise<string[] | 'all'> {
+    const ids = sessionIds ? [...new Set(sessionIds)] : undefined;
+    const clear = async () => {
+      if (!ids) return this.stores.history.clear();
+      for (const id of ids) await this.stores.history.clear(id);
+    };
+    await this.clearing(ids, clear, reason);
+    return ids ?? 'all';
+  }
+
+  /** See `AgentService.deleteSession` (S7). */
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.clearing([sessionId], async () => {
+      await this.events.emitAsync('session:deleted', { sessionId });
+      await this.stores.history.deleteSession(sessionId);
+      await this.stores.sessions.delete(sessionId);
+      await this.stores.inbox.deleteSession(sessionId);
+    });
+  }
 
   /** See `AgentService.abortAll`. */
   async abortAll(options: Omit<AbortOptions, 'turnId'>): Promise<string[]> {

@@ -19,6 +19,7 @@ import { AgUiService } from './ag-ui/ag-ui.service';
 import { AgentApiService } from './agent/agent-api.service';
 import { MessagesController } from './agent/messages.controller';
 import { SessionsController } from './agent/sessions.controller';
+import { ApprovalsController } from './agent/approvals.controller';
 import { AgentBackend } from './agent-backend';
 import {
   API_ASYNC_OPTIONS_TYPE,
@@ -142,7 +143,13 @@ function shaped(definition: DynamicModule, extras: AgentApiModuleExtras): Dynami
     UiChatService,
     AgUiService,
   ],
-  controllers: [MessagesController, SessionsController, UiChatController, AgUiController],
+  controllers: [
+    MessagesController,
+    SessionsController,
+    ApprovalsController,
+    UiChatController,
+    AgUiController,
+  ],
   exports: [
     API_OPTIONS,
     API_SHAPE,
@@ -172,6 +179,12 @@ export class AgentApiModule extends ApiConfigurableModule implements NestModule 
   configure(consumer: MiddlewareConsumer): void {
     consumer
       .apply(...jsonBodies(this.options.bodyLimit))
-      .forRoutes(MessagesController, SessionsController, UiChatController, AgUiController);
+      .forRoutes(
+        MessagesController,
+        SessionsController,
+        ApprovalsController,
+        UiChatController,
+        AgUiController,
+      );
   }
 }

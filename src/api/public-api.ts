@@ -37,12 +37,15 @@ export {
   StoppedResponse,
   UsageResponse,
 } from './agent/agent-response.dto';
+export { ApprovalsResponse, DecidedResponse, PendingApprovalResponse } from './agent/approvals.dto';
 export type {
   ClientToServerEvents,
   ServerEventName,
   ServerEventPayload,
   ServerToClientEvents,
   SocketAbortPayload,
+  SocketApprovalEvent,
+  SocketApprovePayload,
   SocketToolEvent,
   SocketTurnEvent,
   SubscribeAck,

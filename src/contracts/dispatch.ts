@@ -1,3 +1,4 @@
+import type { ApprovalDecision, PendingApproval } from './approvals';
 import type { IncomingMessage } from './messages';
 import type { AbortOptions, DropReason, Settlement } from './turn';
 
@@ -67,6 +68,13 @@ export interface WorkDispatcher {
   /** Stops the running turn and drops the waiting inputs; resolves once the session settled. */
   stop(sessionId: string, reason: DropReason, why?: string): Promise<void>;
   /**
+   * Decides a tool call of the session waiting for approval, wherever its turn runs; whether
+   * such a call was waiting (README, "Human approval before a tool runs").
+   */
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean>;
+  /** The session's tool calls waiting for approval, oldest first, authoritative. */
+  approvals(sessionId: string): Promise<PendingApproval[]>;
+  /**
    * S9: stops every lane this instance runs: running turns aborted, waiting inputs dropped and
    * archived without turn id (I14); resolves once all settled.
    */
@@ -94,6 +102,10 @@ export interface SessionLanes {
   abort(sessionId: string, options: AbortOptions): boolean;
   /** Stops the running turn, drops the waiting inputs; resolves once the session settled. */
   stop(sessionId: string, reason: DropReason, why?: string): Promise<void>;
+  /** Decides a tool call of the session waiting for approval here; whether one was waiting. */
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): boolean;
+  /** The session's tool calls waiting for approval here, oldest first. */
+  approvals(sessionId: string): PendingApproval[];
   /** Opens the turns that waited for a hold to be released. */
   resume(): void;
   /** The session's waiting inputs in arrival order (S8). */

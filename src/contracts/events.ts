@@ -1,3 +1,4 @@
+import type { ApprovalRecord } from './approvals';
 import type { IncomingMessage, OutgoingMessage } from './messages';
 import type { TurnEnd } from './turn';
 import type { TokenUsageEvent } from './usage';
@@ -56,6 +57,25 @@ export interface ToolExecuteEvent extends TurnStreamPosition {
   result?: string;
 }
 
+/**
+ * `agent:approval`: a tool call that needs a person's approval waits (`phase: 'requested'`), or
+ * stopped waiting (`'decided'`: approved, denied, timed out, or `stopped` by the turn's abort).
+ */
+export interface ApprovalEvent {
+  sessionId: string;
+  turnId: string;
+  callId: string;
+  name: string;
+  args: unknown;
+  phase: 'requested' | 'decided';
+  /** When it started waiting (ISO 8601), on `requested`. */
+  requestedAt?: string;
+  /** On `decided` (absent when the turn was stopped while it waited). */
+  decision?: ApprovalRecord;
+  /** On `decided`: the turn was stopped while the call waited. */
+  stopped?: true;
+}
+
 /** `token:request`: asks for a usage snapshot of a session. */
 export interface TokenRequestEvent {
   sessionId: string;
@@ -78,6 +98,7 @@ export interface AgentEventMap {
   'agent:turn:start': TurnStartEvent;
   'agent:turn:end': TurnEndEvent;
   'tool:execute': ToolExecuteEvent;
+  'agent:approval': ApprovalEvent;
 }
 
 /** An agent event name. */
@@ -94,4 +115,5 @@ export const AgentEvents = {
   TurnStart: 'agent:turn:start',
   TurnEnd: 'agent:turn:end',
   ToolExecute: 'tool:execute',
+  Approval: 'agent:approval',
 } as const satisfies Record<string, AgentEventName>;

@@ -2,6 +2,7 @@ export * from './messages';
 export * from './metadata-keys';
 export * from './llm';
 export * from './tools';
+export * from './approvals';
 export * from './turn';
 export * from './usage';
 export * from './ports';

@@ -36,6 +36,8 @@ export const WellKnownMetadataKeys = {
   Actor: 'actor',
   MessageId: 'messageId',
   Attachments: 'attachments',
+  /** `ApprovalRecord` (approved or not, by whom, when): tool results of calls that needed approval. */
+  Approval: 'approval',
   /** Who stopped a turn: on the `turn-stopped` marker. */
   StoppedBy: 'stoppedBy',
   /** Token count of the message, keyed by encoding, so nobody recounts it. */

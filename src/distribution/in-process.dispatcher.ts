@@ -1,10 +1,12 @@
 import type {
   AbortOptions,
   Admission,
+  ApprovalDecision,
   DispatchView,
   DropReason,
   HoldRelease,
   IncomingMessage,
+  PendingApproval,
   SessionLanes,
   SessionLanesFactory,
   WorkDispatcher,
@@ -62,6 +64,14 @@ export class InProcessDispatcher implements WorkDispatcher {
 
   stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {
     return this.lanes.stop(sessionId, reason, why);
+  }
+
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean> {
+    return Promise.resolve(this.lanes.approve(sessionId, callId, decision));
+  }
+
+  approvals(sessionId: string): Promise<PendingApproval[]> {
+    return Promise.resolve(this.lanes.approvals(sessionId));
   }
 
   async drain(): Promise<void> {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import type { Namespace } from 'socket.io';
-import { ToolRegistry } from '../../src/agent';
+import { AgentService, ToolRegistry } from '../../src/agent';
 import { AgentGateway } from '../../src/api';
 import { DASHBOARD_CSP } from '../../src/api/dashboard/dashboard.controller';
 import {
@@ -508,6 +508,96 @@ describeBrowser('dashboard in a real browser (README: Socket.IO, Dashboard)', ()
     await page.getByTestId('stop-all-button').click();
     await status.filter({ hasText: 'nothing was running' }).waitFor();
     expect(a.server.heldCount).toBe(0);
+  });
+
+  it('(h) a tool call awaiting approval shows its name, arguments and Approve / Deny; Approve runs it', async () => {
+    const ran: unknown[] = [];
+    const dispose = a.app.get(ToolRegistry).register({
+      name: 'refund',
+      description: 'Refunds an order',
+      parameters: { type: 'object', properties: { orderId: { type: 'string' } } },
+      needsApproval: true,
+      handler: (args) => {
+        ran.push(args);
+        return { refunded: true };
+      },
+    });
+    try {
+      const page = await openDashboard();
+      const sessionId = 'dash-approval';
+      a.server.enqueue(
+        { toolCalls: [{ name: 'refund', arguments: { orderId: 'A-7' } }] },
+        { text: 'Refunded order A-7.' },
+      );
+      const requested = a.nextEvent('agent:approval', (e) => e.sessionId === sessionId);
+      await send(page, sessionId, 'please refund A-7');
+      const { turnId } = await requested;
+
+      const item = page.getByTestId('approval-item');
+      await item.waitFor();
+      expect(await item.getByTestId('approval-name').textContent()).toBe('refund');
+      expect(await item.getByTestId('approval-args').textContent()).toContain('"orderId": "A-7"');
+      expect(await page.getByTestId('approval-count').textContent()).toBe('1');
+      expect(await item.getByTestId('deny-button').isEnabled()).toBe(true);
+      expect(ran).toEqual([]);
+      const ended = a.nextEvent('agent:turn:end', (e) => e.turnId === turnId);
+
+      await item.getByTestId('approve-button').click();
+
+      expect((await ended).outcome).toBe('replied');
+      expect(ran).toEqual([{ orderId: 'A-7' }]);
+      await item.waitFor({ state: 'detached' });
+      await outcomeOf(turnOf(page, turnId), 'replied').waitFor();
+      expect(await page.getByTestId('approval-count').textContent()).toBe('0');
+      const history = await a.http().get(`/agent/sessions/${sessionId}/history`).set(a.auth);
+      const tool = history.body.messages.find((m: { role: string }) => m.role === 'tool');
+      expect(tool.metadata.approval).toMatchObject({
+        approved: true,
+        by: { platform: 'admin', userId: 'admin' },
+      });
+    } finally {
+      dispose();
+      // A failure above must not leave the turn waiting or its scripts to the next test.
+      a.server.discardScripts();
+      await a.app.get(AgentService).abortAsync('dash-approval');
+    }
+  });
+
+  it('(h2) a call that is already waiting when the page opens is listed; Deny tells the model', async () => {
+    const dispose = a.app.get(ToolRegistry).register({
+      name: 'wipe',
+      description: 'Wipes a disk',
+      parameters: { type: 'object', properties: { disk: { type: 'string' } } },
+      needsApproval: true,
+      handler: () => 'wiped',
+    });
+    try {
+      const sessionId = 'dash-deny';
+      a.server.enqueue(
+        { toolCalls: [{ name: 'wipe', arguments: { disk: 'sda' } }] },
+        { text: 'I did not wipe it.' },
+      );
+      const requested = a.nextEvent('agent:approval', (e) => e.sessionId === sessionId);
+      const settled = a.postAndWait({ sessionId, content: 'wipe sda' });
+      await requested;
+      const page = await openDashboard();
+      await page.getByTestId('watch-input').fill(sessionId);
+      await page.getByTestId('watch-submit').click();
+
+      const item = page.getByTestId('approval-item');
+      await item.filter({ hasText: 'wipe' }).waitFor();
+      await item.getByTestId('deny-button').click();
+
+      expect((await settled).body).toMatchObject({ outcome: 'replied' });
+      await item.waitFor({ state: 'detached' });
+      const history = await a.http().get(`/agent/sessions/${sessionId}/history`).set(a.auth);
+      const tool = history.body.messages.find((m: { role: string }) => m.role === 'tool');
+      expect(tool.content).toBe('{"error":"The call to \\"wipe\\" was denied by admin"}');
+    } finally {
+      dispose();
+      a.server.discardScripts();
+      await a.app.get(AgentService).abortAsync('dash-deny');
+    }
   });
 
   it('(f) screenshot for the README: a finished turn with a tool call, a running one, usage bars', async () => {

@@ -27,6 +27,7 @@ const EVENT_NAMES: (keyof AgentEventMap)[] = [
   'agent:turn:start',
   'agent:turn:end',
   'tool:execute',
+  'agent:approval',
 ];
 
 /**

@@ -39,6 +39,7 @@ import type { AgentModuleOptions } from '../../src/agent/agent.options';
 import { resolveAgentOptions } from '../../src/agent/agent.options.validate';
 import { AgentInstrumentation } from '../../src/agent/instrumentation';
 import { ToolRegistry } from '../../src/agent/tools';
+import { ApprovalRegistry } from '../../src/agent/tools/approval.registry';
 import { Deferred } from '../../src/agent/engine/deferred';
 import type { EnginePorts, LaneHandle } from '../../src/agent/engine/ports';
 import { pendingInput } from '../../src/agent/engine/settlement';
@@ -400,6 +401,7 @@ export function newTurnDeps(estimator: TokenEstimator, options: TurnDepsOptions 
     estimator,
     options: agent,
     instrumentation: new AgentInstrumentation(),
+    approvals: new ApprovalRegistry(),
   };
   return { deps, mocks, provider: provider ?? new ScriptedModel() };
 }

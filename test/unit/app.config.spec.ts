@@ -88,3 +88,16 @@ describe('loadAppConfig: LOG_FORMAT and tracing', () => {
     },
   );
 });
+
+describe('loadAppConfig: AGENT_APPROVAL_TIMEOUT_MS', () => {
+  it('10 minutes by default, the value when given', () => {
+    expect(loadAppConfig({}).limits.approvalTimeoutMs).toBe(600_000);
+    expect(loadAppConfig({ AGENT_APPROVAL_TIMEOUT_MS: '30000' }).limits.approvalTimeoutMs).toBe(
+      30_000,
+    );
+  });
+
+  it.each(['0', 'ten', '-1'])('AGENT_APPROVAL_TIMEOUT_MS=%s stops start-up naming it', (value) => {
+    expect(refusal({ AGENT_APPROVAL_TIMEOUT_MS: value })).toContain('AGENT_APPROVAL_TIMEOUT_MS');
+  });
+});

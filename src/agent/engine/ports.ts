@@ -7,6 +7,7 @@ import type { AgentEventBus } from '../agent-event.bus';
 import type { ResolvedAgentOptions } from '../agent.options';
 import type { AgentInstrumentation } from '../instrumentation';
 import type { ToolRegistry } from '../tools';
+import type { ApprovalRegistry } from '../tools/approval.registry';
 import type { PendingInput } from './turn';
 
 /**
@@ -17,6 +18,8 @@ export interface EnginePorts {
   hooks: HookRegistry;
   prompts: PromptAssembler;
   tools: ToolRegistry;
+  /** Tool calls waiting for a person's approval (issue 20). */
+  approvals: ApprovalRegistry;
   models: ModelRegistry;
   sessions: SessionStore;
   history: HistoryStore;

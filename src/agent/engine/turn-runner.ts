@@ -15,6 +15,7 @@ import type { Turn } from './turn';
 import { describeError } from './describe-error';
 import { turnEndLog } from './turn-end-log';
 import { finaliseReply, runSteps, throwIfAborted, type LoopPorts } from './turn-loop';
+import { TurnDeadline } from './turn-deadline';
 import { TurnState } from './turn-state';
 
 /** What the runner uses: its loop's reach plus the settings, models and history of a turn. */
@@ -47,21 +48,20 @@ export class TurnRunner {
 
   /**
    * The turn deadline (`turnTimeoutMs`, 0 = none): a turn past it is stopped like an abort and
-   * ends `error` with a notice that it took too long, so no lane stays blocked for ever.
+   * ends `error` with a notice that it took too long, so no lane stays blocked for ever. Paused
+   * while a tool call waits for approval (`TurnDeadline`).
    */
   private async withDeadline(turn: Turn, lane: LaneHandle): Promise<TurnConclusion> {
     const limit = this.ports.options.turnTimeoutMs;
-    const timer =
-      limit > 0
-        ? setTimeout(() => {
-            if (turn.abort({ reason: `turn deadline of ${limit} ms` })) turn.deadlineHit = true;
-          }, limit)
-        : undefined;
-    timer?.unref?.();
+    if (limit > 0) {
+      turn.deadline = new TurnDeadline(limit, () => {
+        if (turn.abort({ reason: `turn deadline of ${limit} ms` })) turn.deadlineHit = true;
+      });
+    }
     try {
       return await this.guarded(new TurnState(turn), lane);
     } finally {
-      clearTimeout(timer);
+      turn.deadline?.clear();
     }
   }
 

@@ -2,9 +2,11 @@ import { newId } from '../../contracts';
 import { Logger } from '@nestjs/common';
 import type {
   AbortOptions,
+  ApprovalDecision,
   DropReason,
   IncomingMessage,
   LaneAdmission,
+  PendingApproval,
   SessionLanes,
   Settlement,
 } from '../../contracts';
@@ -47,6 +49,8 @@ export class TurnScheduler implements SessionLanes {
   constructor(
     private readonly ports: Pick<EnginePorts, 'events' | 'archive' | 'inbox'> & {
       options: Pick<EnginePorts['options'], 'maxWaiting'>;
+      /** The tool calls of this process waiting for approval (none without). */
+      approvals?: Pick<EnginePorts['approvals'], 'decide' | 'list'>;
       /** Told when a running turn is stopped (tracing marks it on the turn's span). */
       instrumentation?: Pick<EnginePorts['instrumentation'], 'stopped'>;
     },
@@ -91,6 +95,14 @@ export class TurnScheduler implements SessionLanes {
    * `queued`); `queued` drops the waiting inputs too, archived after the turn or, when nothing
    * runs, at once (I6). Returns true while the matching turn has not settled.
    */
+  approve(sessionId: string, callId: string, decision: ApprovalDecision): boolean {
+    return this.ports.approvals?.decide(sessionId, callId, decision) ?? false;
+  }
+
+  approvals(sessionId: string): PendingApproval[] {
+    return this.ports.approvals?.list(sessionId) ?? [];
+  }
+
   abort(sessionId: string, options: AbortOptions = {}): boolean {
     const turn = this.turns.get(sessionId);
     const running = turn && !turn.ended ? turn : undefined;

@@ -1,5 +1,6 @@
 import type { AbortOptions, IncomingMessage, Settlement, TurnInput } from '../../contracts';
 import type { Deferred } from './deferred';
+import type { TurnDeadline } from './turn-deadline';
 
 /**
  * An input inside the lanes: the message after preprocessing, its settlement (resolved only by
@@ -33,6 +34,8 @@ export class Turn {
   stop?: Pick<AbortOptions, 'by' | 'reason'>;
   /** Pending inputs of the turn, index-aligned with `inputs`. */
   readonly members: PendingInput[] = [];
+  /** The turn's deadline while it runs (`turnTimeoutMs` > 0); paused during approval waits. */
+  deadline?: TurnDeadline;
   /** Set when the turn deadline stopped it: it then ends `error`, not `aborted`. */
   deadlineHit = false;
   /** Whether the turn's stream-end marker went out (I9: once per turn). */

@@ -1,5 +1,5 @@
 import { extendArrayMetadata } from '@nestjs/common/utils/extend-metadata.util';
-import type { ToolCallContext, ToolDefinition } from '../../contracts';
+import type { ToolCallContext, ToolDefinition, ToolSpec } from '../../contracts';
 
 /** Metadata key of `@AgentTool`. */
 export const AGENT_TOOL_METADATA = 'agent:tool_metadata';
@@ -8,6 +8,11 @@ export const AGENT_TOOL_METADATA = 'agent:tool_metadata';
 export interface AgentToolMetadata extends ToolDefinition {
   /** Milliseconds before a call is abandoned with a timeout result. @default 60000 */
   timeoutMs?: number;
+  /**
+   * Ask a person before each call (issue 20; README, "Human approval before a tool runs"):
+   * `true`, or a function of the call's arguments and context. @default false
+   */
+  needsApproval?: ToolSpec['needsApproval'];
 }
 
 type ToolMethod = (args: any, context: ToolCallContext) => unknown;

@@ -54,6 +54,10 @@ export class ToolRegistry {
       throw new Error(`Tool name "${spec.name}" must match ^[a-zA-Z0-9_-]{1,64}$`);
     }
     if (this.tools.has(spec.name)) throw new Error(`Tool "${spec.name}" is registered twice`);
+    const approval = spec.needsApproval;
+    if (approval !== undefined && typeof approval !== 'boolean' && typeof approval !== 'function') {
+      throw new Error(`Tool "${spec.name}": needsApproval must be true, false or a function`);
+    }
     let validate: ValidateFunction;
     try {
       validate = this.ajv.compile(spec.parameters);
@@ -115,6 +119,23 @@ export class ToolRegistry {
    */
   definitions(): ToolDefinition[] {
     return [...this.tools.values()].map(({ definition }) => definition);
+  }
+
+  /**
+   * Whether a call of the tool with these arguments must wait for a person's approval (its
+   * `needsApproval`). `false` for an unknown tool and for arguments its schema refuses (the
+   * call fails without running anyway); `true` when the tool's function throws (fail closed).
+   */
+  async needsApproval(name: string, args: unknown, context: ToolCallContext): Promise<boolean> {
+    const tool = this.tools.get(name);
+    const rule = tool?.spec.needsApproval;
+    if (!tool || !rule || !tool.validate(args)) return false;
+    if (rule === true) return true;
+    try {
+      return (await rule(args, context)) === true;
+    } catch {
+      return true;
+    }
   }
 
   /** Runs a tool call; resolves with its result, never rejects. */

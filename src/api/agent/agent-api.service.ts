@@ -6,6 +6,7 @@ import {
   SessionNotFoundError,
   StoreUnavailableError,
   type AbortOptions,
+  type Actor,
   type HistoryStore as HistoryStorePort,
   type IncomingMessage,
   type ModelRef,
@@ -17,7 +18,7 @@ import {
   type TokenUsageEvent,
 } from '../../contracts';
 import { AgentBackend } from '../agent-backend';
-import { ModelRefusedException } from '../http/api-error';
+import { ApprovalNotFoundException, ModelRefusedException } from '../http/api-error';
 import { errorForLog, escapeForLog } from '../http/escape-for-log';
 import type {
   AcceptedResponse,
@@ -27,6 +28,7 @@ import type {
   SettledResponse,
 } from './agent-response.dto';
 import { mapSettlement, refusalOf } from './agent.mapping';
+import type { ApprovalsResponse, DecidedResponse } from './approvals.dto';
 
 /**
  * What the REST routes and socket events do, one method each, over `AgentService` and the
@@ -98,6 +100,50 @@ export class AgentApiService {
   /** S3: stops the session's running turn; answers as the instance running it does. */
   async abort(sessionId: string, options: AbortOptions): Promise<{ stopped: boolean }> {
     return { stopped: await this.agent.abortAsync(sessionId, options) };
+  }
+
+  /** The session's tool calls waiting for approval (wherever its turn runs), oldest first. */
+  async approvals(sessionId: string): Promise<ApprovalsResponse> {
+    const pending = await this.agent.approvals(sessionId);
+    const approvals = pending.map(({ callId, turnId, name, args, requestedAt }) => ({
+      callId,
+      turnId,
+      name,
+      args,
+      requestedAt,
+    }));
+    return { approvals };
+  }
+
+  /**
+   * Decides a tool call waiting for approval, `by` the caller (on the instance running its turn);
+   * whether the session had such a call waiting.
+   */
+  decide(
+    sessionId: string,
+    callId: string,
+    decision: { approved: boolean; reason?: string },
+    by: Actor | undefined,
+  ): Promise<boolean> {
+    const { approved, reason } = decision;
+    return this.agent.approve(sessionId, callId, {
+      approved,
+      ...(reason !== undefined ? { reason } : {}),
+      ...(by ? { by } : {}),
+    });
+  }
+
+  /** `decide` for the REST route: `ApprovalNotFoundException` (404) when nothing was decided. */
+  async approve(
+    sessionId: string,
+    callId: string,
+    decision: { approved: boolean; reason?: string },
+    by: Actor | undefined,
+  ): Promise<DecidedResponse> {
+    if (!(await this.decide(sessionId, callId, decision, by))) {
+      throw new ApprovalNotFoundException(sessionId, callId);
+    }
+    return { decided: true };
   }
 
   /** One session's state and settings; `SessionNotFoundError` (404) for one unknown. */

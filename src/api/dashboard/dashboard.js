@@ -70,6 +70,9 @@
     actionStatus: byTestId('action-status'),
     turns: byTestId('turns'),
     turnsEmpty: byTestId('turns-empty'),
+    approvalList: byTestId('approval-list'),
+    approvalsEmpty: byTestId('approvals-empty'),
+    approvalCount: byTestId('approval-count'),
     waitingList: byTestId('waiting-list'),
     waitingEmpty: byTestId('waiting-empty'),
     waitingCount: byTestId('waiting-count'),
@@ -105,6 +108,9 @@
         runningTurnId: null,
         clearing: false,
         waiting: [],
+        // Tool calls waiting for a person's approval: { callId, turnId, name, args }.
+        approvals: [],
+        approvalEvents: 0,
         usage: null,
         turns: [],
         turnById: new Map(),
@@ -290,6 +296,7 @@
     renderStatus(session);
     renderTurns(session);
     showMore(pages.historyMore, session.hasOlder && session.turns.length > 0);
+    renderApprovals(session);
     renderWaiting(session);
     renderUsage(session);
   }
@@ -443,7 +450,55 @@
   }
 
   /** What the side panels show now: redrawn only when it changes (keeps hover titles up). */
-  const shown = { waiting: null, usage: null };
+  const shown = { waiting: null, usage: null, approvals: null };
+
+  /** The selected session's tool calls awaiting approval, each with Approve and Deny. */
+  function renderApprovals(session) {
+    if (shown.approvals === session.approvals) return;
+    shown.approvals = session.approvals;
+    ui.approvalCount.textContent = String(session.approvals.length);
+    ui.approvalsEmpty.hidden = session.approvals.length > 0;
+    ui.approvalList.replaceChildren(
+      ...session.approvals.map((call) => {
+        const approve = el('button', { testId: 'approve-button', text: 'Approve' });
+        const deny = el('button', {
+          className: 'danger outline',
+          testId: 'deny-button',
+          text: 'Deny',
+        });
+        approve.type = deny.type = 'button';
+        approve.addEventListener('click', () => decide(session, call, true));
+        deny.addEventListener('click', () => decide(session, call, false));
+        return el(
+          'li',
+          { className: 'approval-item', testId: 'approval-item', data: { callId: call.callId } },
+          [
+            el('strong', { testId: 'approval-name', text: call.name }),
+            el('pre', {
+              className: 'approval-args',
+              testId: 'approval-args',
+              text: argsText(call.args),
+            }),
+            el('div', { className: 'approval-actions' }, [approve, deny]),
+          ],
+        );
+      }),
+    );
+  }
+
+  function argsText(args) {
+    try {
+      return JSON.stringify(args, null, 2);
+    } catch {
+      return String(args);
+    }
+  }
+
+  /** Notes a call as waiting (once) or as no longer waiting. */
+  function noteApproval(session, call, waiting) {
+    const others = session.approvals.filter((c) => c.callId !== call.callId);
+    session.approvals = waiting ? others.concat([call]) : others;
+  }
 
   function renderWaiting(session) {
     if (shown.waiting === session.waiting) return;
@@ -620,7 +675,12 @@
       : api('GET', sessionPath(session.id) + '/usage').then((answer) => {
           if (answer) applyUsage(session, answer);
         });
-    await Promise.allSettled([queue, usage, loadHistory(session)]);
+    const approvalEvents = session.approvalEvents;
+    const approvals = api('GET', sessionPath(session.id) + '/approvals').then((answer) => {
+      if (!answer || !Array.isArray(answer.approvals)) return;
+      if (session.approvalEvents === approvalEvents) session.approvals = answer.approvals;
+    });
+    await Promise.allSettled([queue, usage, approvals, loadHistory(session)]);
     render(true);
   }
 
@@ -924,6 +984,10 @@
         turn.outcome = event.outcome || null;
         turn.error = event.error || null;
         if (session.runningTurnId === event.turnId) session.runningTurnId = null;
+        // A turn that ended waits for nothing any more.
+        if (session.approvals.some((c) => c.turnId === event.turnId)) {
+          session.approvals = session.approvals.filter((c) => c.turnId !== event.turnId);
+        }
         historySoon(session);
       }
       render(true);
@@ -961,6 +1025,19 @@
     socket.on('usage', (event) => {
       applyUsage(sessionOf(event.sessionId), event);
       render();
+    });
+    socket.on('approval', (event) => {
+      const session = sessionOf(event.sessionId);
+      const call = {
+        callId: event.callId,
+        turnId: event.turnId,
+        name: event.name,
+        args: event.args,
+      };
+      noteApproval(session, call, event.phase === 'requested');
+      session.approvalEvents++;
+      touch(session);
+      render(true);
     });
     socket.on('tool', (event) => {
       const session = sessionOf(event.sessionId);
@@ -1084,6 +1161,28 @@
   }
 
   /** "Stop all": every running turn stops (after a confirmation); waiting inputs stay queued. */
+  /** Approves or denies a waiting tool call over the socket (`approve`, ack `{ decided }`). */
+  async function decide(session, call, approved) {
+    try {
+      const answer = await emit('approve', {
+        sessionId: session.id,
+        callId: call.callId,
+        approved,
+      });
+      noteApproval(session, call, false);
+      const verb = approved ? 'approved' : 'denied';
+      setStatus(
+        session,
+        answer && answer.decided
+          ? call.name + ' ' + verb
+          : call.name + ' was no longer waiting for approval',
+      );
+    } catch (error) {
+      setStatus(session, 'Approval failed: ' + describe(error), true);
+    }
+    render(true);
+  }
+
   async function stopAll() {
     const sure = window.confirm(
       'Stop every running turn?\n\nWaiting inputs stay queued and run next.',

@@ -55,6 +55,16 @@ export class ModelRefusedException extends HttpException {
   }
 }
 
+/** No tool call of the session waits for approval under that id (here) (404). */
+export class ApprovalNotFoundException extends HttpException {
+  constructor(sessionId: string, callId: string) {
+    super(
+      `No tool call ${JSON.stringify(callId)} of session ${JSON.stringify(sessionId)} is waiting for approval`,
+      HttpStatus.NOT_FOUND,
+    );
+  }
+}
+
 /**
  * A `?wait=true` input the agent dropped because it could not take it now: its session's
  * waiting list is full (429) or a store is unavailable (503). Both say when to retry.

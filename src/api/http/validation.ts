@@ -138,15 +138,28 @@ export function isSessionId(value: unknown): value is string {
   );
 }
 
+/** A path parameter that is an identifier (`isSessionId`'s rules); 400 naming it otherwise. */
+function identifierParam(name: string, value: unknown): string {
+  if (isSessionId(value)) return value;
+  const problem =
+    typeof value === 'string' && hasControlChars(value)
+      ? `${name} must not contain control characters`
+      : `${name} must be a non-blank string of at most ${MAX_ID_LENGTH} characters`;
+  throw new ValidationFailedException({ [name]: [problem] });
+}
+
 /** Validates the `:sessionId` path parameter (400 naming `sessionId`). */
 @Injectable()
 export class SessionIdPipe implements PipeTransform<unknown, string> {
   transform(value: unknown): string {
-    if (isSessionId(value)) return value;
-    const problem =
-      typeof value === 'string' && hasControlChars(value)
-        ? 'sessionId must not contain control characters'
-        : `sessionId must be a non-blank string of at most ${MAX_ID_LENGTH} characters`;
-    throw new ValidationFailedException({ sessionId: [problem] });
+    return identifierParam('sessionId', value);
+  }
+}
+
+/** Validates the `:callId` path parameter (400 naming `callId`). */
+@Injectable()
+export class CallIdPipe implements PipeTransform<unknown, string> {
+  transform(value: unknown): string {
+    return identifierParam('callId', value);
   }
 }

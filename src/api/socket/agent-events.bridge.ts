@@ -1,6 +1,7 @@
 import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { OnEvent } from '@nestjs/event-emitter';
 import type {
+  ApprovalEvent,
   OutgoingMessage,
   QueueEvent,
   SessionDeletedEvent,
@@ -16,6 +17,7 @@ import { TurnFeed } from '../replay/turn-feed';
 import { AgentGateway } from './agent.gateway';
 import { QueueCoalescer } from './queue-coalescer';
 import {
+  mapApproval,
   mapOutbound,
   mapStream,
   mapTool,
@@ -34,6 +36,7 @@ interface BridgedEvents {
   'token:usage': TokenUsageEvent;
   'tool:execute': ToolExecuteEvent;
   'session:deleted': SessionDeletedEvent;
+  'agent:approval': ApprovalEvent;
 }
 
 type BridgedName = keyof BridgedEvents;
@@ -41,7 +44,7 @@ type BridgedName = keyof BridgedEvents;
 /**
  * Bridges the agent's events to the socket's: `agent:turn:start`/`agent:turn:end` -> `turn`,
  * `outbound:stream` -> `stream`, `outbound:message` -> `message`, `agent:queue` -> `queue`,
- * `token:usage` -> `usage`, `tool:execute` -> `tool`. Synchronous and non-throwing: the turn
+ * `token:usage` -> `usage`, `tool:execute` -> `tool`, `agent:approval` -> `approval`. Synchronous and non-throwing: the turn
  * that emits never waits for a socket.
  *
  * The events of a turn's stream are kept in the replay buffer (through the {@link TurnFeed},
@@ -119,6 +122,12 @@ export class AgentEventsBridge implements OnApplicationBootstrap, OnModuleDestro
     this.local('tool:execute', event);
   }
 
+  /** Tool calls waiting for a person's approval, and their decisions (issue 20). */
+  @OnEvent('agent:approval')
+  approval(event: ApprovalEvent): void {
+    this.local('agent:approval', event);
+  }
+
   /**
    * A deleted session's streams are not resumable any more: here at once, and (distributed
    * mode) in Redis before the deletion ends; the other instances forget them when told.
@@ -182,6 +191,9 @@ const DELIVER: { [N in BridgedName]: (d: Delivery, event: BridgedEvents[N]) => v
     if (feed.record('tool:execute', event)) {
       gateway.emitToSession(event.sessionId, 'tool', mapTool(event));
     }
+  },
+  'agent:approval': ({ gateway }, event) => {
+    gateway.emitToSession(event.sessionId, 'approval', mapApproval(event));
   },
   'session:deleted': ({ feed }, event) => {
     feed.forgetSession(event.sessionId);

@@ -10,6 +10,7 @@ import type { Namespace, Socket } from 'socket.io';
 import { withIngress, type Actor } from '../../contracts';
 import { MessageDto, SocketAbortDto } from '../agent/agent.dto';
 import { SubscribeDto } from './socket.dto';
+import { SocketApproveDto } from '../agent/approvals.dto';
 import { mapAbortOptions, mapIncomingMessage } from '../agent/agent.mapping';
 import { AgentApiService } from '../agent/agent-api.service';
 import { retryAfterOf, toErrorBody, type ErrorBody } from '../http/api-error';
@@ -47,7 +48,7 @@ type AgentSocket = Socket<ClientToServerEvents, ServerToClientEvents, object, So
  * The handshake needs `auth: { token }` (refused: `connect_error`); handshakes and events are
  * limited by `SocketDoors`; `subscribe` joins a session's room (or the all-sessions room), with
  * `resume` after sending the turn's missed stream events (`TurnReplayBuffer`);
- * `message` and `abort` go to the agent and are acked, errors in the REST error shape. Server
+ * `message`, `abort` and `approve` go to the agent and are acked, errors in the REST error shape. Server
  * events are sent by `AgentEventsBridge` through `emitToSession`, which never waits for a client.
  */
 @Injectable()
@@ -151,6 +152,21 @@ export class AgentGateway implements OnGatewayInit<AgentNamespace> {
       if ('error' in parsed) return parsed.error;
       const { sessionId } = parsed.value;
       return this.api.abort(sessionId, mapAbortOptions(parsed.value, socket.data.caller));
+    });
+  }
+
+  /** Decides a tool call waiting for approval, `by` the handshake's caller; ack `{ decided }`. */
+  @SubscribeMessage('approve')
+  approve(
+    @ConnectedSocket() socket: AgentSocket,
+    @MessageBody() payload: unknown,
+  ): Promise<{ decided: boolean } | ErrorBody> {
+    return this.guarded(async () => {
+      const parsed = await validatePayload(SocketApproveDto, payload);
+      if ('error' in parsed) return parsed.error;
+      const { sessionId, callId, approved, reason } = parsed.value;
+      const decision = { approved, ...(reason !== undefined ? { reason } : {}) };
+      return { decided: await this.api.decide(sessionId, callId, decision, socket.data.caller) };
     });
   }
 

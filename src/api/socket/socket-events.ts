@@ -1,4 +1,5 @@
 import type {
+  ApprovalEvent,
   IncomingMessage,
   OutgoingMessage,
   QueueEvent,
@@ -44,6 +45,29 @@ export interface SocketToolEvent {
   seq?: number;
 }
 
+/**
+ * Server event `approval`: a tool call waits for a person's approval (`requested`, with its
+ * arguments), or stopped waiting (`decided`: `approved` true or false; absent when its turn was
+ * stopped meanwhile). Decide with the client event `approve`.
+ */
+export interface SocketApprovalEvent {
+  sessionId: string;
+  turnId: string;
+  callId: string;
+  name: string;
+  args: unknown;
+  phase: 'requested' | 'decided';
+  approved?: boolean;
+}
+
+/** Payload of the client event `approve` (`by` is the handshake's caller). */
+export interface SocketApprovePayload {
+  sessionId: string;
+  callId: string;
+  approved: boolean;
+  reason?: string;
+}
+
 /** Payload of the client event `subscribe`; `resume` replays a turn's missed stream events first. */
 export type SubscribePayload =
   { sessionId: string; resume?: { turnId: string; afterSeq: number } } | { all: true };
@@ -74,6 +98,7 @@ export interface ServerToClientEvents {
   queue: (event: QueueEvent) => void;
   usage: (event: TokenUsageEvent) => void;
   tool: (event: SocketToolEvent) => void;
+  approval: (event: SocketApprovalEvent) => void;
 }
 
 /** Events clients send, with their acks; a refused payload is acked with an `ErrorBody`. */
@@ -86,6 +111,10 @@ export interface ClientToServerEvents {
   abort: (
     payload: SocketAbortPayload,
     ack: (answer: { stopped: boolean } | ErrorBody) => void,
+  ) => void;
+  approve: (
+    payload: SocketApprovePayload,
+    ack: (answer: { decided: boolean } | ErrorBody) => void,
   ) => void;
 }
 
@@ -159,6 +188,19 @@ export function mapTool(event: ToolExecuteEvent): SocketToolEvent {
     phase: event.phase,
     ok: event.ok,
     seq: event.seq,
+  });
+}
+
+/** `agent:approval` -> `approval` (who decided and why stay on the server). */
+export function mapApproval(event: ApprovalEvent): SocketApprovalEvent {
+  return defined<SocketApprovalEvent>({
+    sessionId: event.sessionId,
+    turnId: event.turnId,
+    callId: event.callId,
+    name: event.name,
+    args: event.args,
+    phase: event.phase,
+    approved: event.decision?.approved,
   });
 }
 

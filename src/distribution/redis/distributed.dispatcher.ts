@@ -1,10 +1,12 @@
 import type {
   AbortOptions,
   Admission,
+  ApprovalDecision,
   DispatchView,
   DropReason,
   HoldRelease,
   IncomingMessage,
+  PendingApproval,
   SessionLanes,
   SessionLanesFactory,
   Settlement,
@@ -22,10 +24,13 @@ import type { PendingInput } from './pending-inputs';
 import {
   ABORT,
   answerMailbox,
+  APPROVALS,
+  APPROVE,
   POKE,
   SETTLED,
   STATE,
   STOP,
+  type ApproveBody,
   type HolderState,
 } from './holder-requests';
 import { RepeatedDeliveries } from './repeated-deliveries';
@@ -41,7 +46,8 @@ const REPEAT_POLL_MS = 200;
  * pending list (one order for every instance); the holder is poked through its mailbox, or, when
  * nobody holds the session, one wake job is added and whichever instance takes it runs the
  * session (`HeldSessions`). The settlement comes back to this instance through its mailbox.
- * Control goes to the holder: `abort`, `stop` and the authoritative `waiting` / `runningTurn`.
+ * Control goes to the holder: `abort`, `stop`, `approve` and the authoritative `waiting`,
+ * `runningTurn` and `approvals`.
  *
  * Holds (S4) are placed on every live instance before anything is stopped, and released on
  * every one; a hold whose instance is gone (no heartbeat) is forgotten, so no session stays held
@@ -204,6 +210,19 @@ export class DistributedDispatcher implements WorkDispatcher {
   async abort(sessionId: string, options: AbortOptions): Promise<boolean> {
     if (this.held.holds(sessionId)) return this.lanes.abort(sessionId, options);
     return (await this.ask<boolean>(sessionId, ABORT, { sessionId, options })) ?? false;
+  }
+
+  /** Decides the call where it waits: here, else on the session's holder (`false`: nowhere). */
+  async approve(sessionId: string, callId: string, decision: ApprovalDecision): Promise<boolean> {
+    if (this.lanes.approve(sessionId, callId, decision)) return true;
+    if (this.held.holds(sessionId)) return false;
+    const body: ApproveBody = { sessionId, callId, decision };
+    return (await this.ask<boolean>(sessionId, APPROVE, body)) ?? false;
+  }
+
+  async approvals(sessionId: string): Promise<PendingApproval[]> {
+    if (this.held.holds(sessionId)) return this.lanes.approvals(sessionId);
+    return (await this.ask<PendingApproval[]>(sessionId, APPROVALS, { sessionId })) ?? [];
   }
 
   stop(sessionId: string, reason: DropReason, why?: string): Promise<void> {

@@ -1,5 +1,6 @@
 import type {
   AbortOptions,
+  ApprovalDecision,
   DropReason,
   IncomingMessage,
   SessionLanes,
@@ -9,6 +10,15 @@ import type { InstanceMailbox } from './instance-mailbox';
 
 /** The mailbox's message types between instances. */
 export const [POKE, SETTLED, ABORT, STOP, STATE] = ['poke', 'settled', 'abort', 'stop', 'state'];
+/** Approval requests to the instance where a tool call waits (issue 20). */
+export const [APPROVE, APPROVALS] = ['approve', 'approvals'];
+
+/** The body of an `APPROVE` request. */
+export interface ApproveBody {
+  sessionId: string;
+  callId: string;
+  decision: ApprovalDecision;
+}
 
 /** A session's state as its holder answers it. */
 export interface HolderState {
@@ -59,4 +69,8 @@ export function answerMailbox(
     return null;
   });
   on<{ sessionId: string }>(STATE, ({ sessionId }) => holderState(lanes, sessionId));
+  on<ApproveBody>(APPROVE, ({ sessionId, callId, decision }) =>
+    lanes.approve(sessionId, callId, decision),
+  );
+  on<{ sessionId: string }>(APPROVALS, ({ sessionId }) => lanes.approvals(sessionId));
 }

@@ -33,6 +33,7 @@ describe('resolveAgentOptions', () => {
       systemPrompt: AGENT_OPTION_DEFAULTS.systemPrompt,
       toolTimeoutMs: AGENT_OPTION_DEFAULTS.toolTimeoutMs,
       shutdownTimeoutMs: AGENT_OPTION_DEFAULTS.shutdownTimeoutMs,
+      approvalTimeoutMs: 600_000,
       modelCapabilities: {},
     });
     expect(resolved.tokenBudget).toBeUndefined();
@@ -50,6 +51,7 @@ describe('resolveAgentOptions', () => {
       systemPrompt: 'Be brief.',
       toolTimeoutMs: 250,
       shutdownTimeoutMs: 1000,
+      approvalTimeoutMs: 30_000,
       selfId: 'bot-1',
     });
 
@@ -62,6 +64,7 @@ describe('resolveAgentOptions', () => {
       systemPrompt: 'Be brief.',
       toolTimeoutMs: 250,
       shutdownTimeoutMs: 1000,
+      approvalTimeoutMs: 30_000,
       selfId: 'bot-1',
     });
   });
@@ -86,6 +89,8 @@ describe('resolveAgentOptions', () => {
     ['historyLimit', null],
     ['toolTimeoutMs', 0],
     ['shutdownTimeoutMs', -5],
+    ['approvalTimeoutMs', 0],
+    ['approvalTimeoutMs', '10m'],
   ])('a bad %s (%p) throws AgentOptionsError naming the option', (name, value) => {
     const error = rejectionOf({ [name]: value });
 

@@ -12,6 +12,7 @@ import {
 } from '../../../contracts';
 import { toolError, type ToolResult } from '../../tools';
 import type { EnginePorts } from '../ports';
+import { approvalGate } from '../tool-approval';
 import type { TurnState } from '../turn-state';
 
 /** Read once: a re-exported binding is a getter call on every access. */
@@ -20,7 +21,14 @@ const K = WellKnownMetadataKeys;
 /** What running tool calls uses. */
 export type ToolStepPorts = Pick<
   EnginePorts,
-  'hooks' | 'events' | 'tools' | 'archive' | 'estimator' | 'instrumentation'
+  | 'hooks'
+  | 'events'
+  | 'tools'
+  | 'archive'
+  | 'estimator'
+  | 'instrumentation'
+  | 'approvals'
+  | 'options'
 >;
 
 /** One executed call: what goes back to the model and what is persisted. */
@@ -120,15 +128,10 @@ async function runOne(
     args: before.args,
     seq: ++state.turn.seq,
   });
-  // A tool that was not offered to this call (none registered, or a hook removed it) never
-  // runs: the model gets the same answer as for a tool that does not exist.
-  const outcome: ToolResult = parsed.error
-    ? toolError(parsed.error)
-    : !reached
-      ? toolError(`The call to "${before.name}" was refused`)
-      : offered && !offered.has(before.name)
-        ? toolError(`Unknown tool "${before.name}"`)
-        : await execute(deps, before, context);
+  const refusal = refusalOf(parsed.error, reached, offered, before.name);
+  // A call that needs a person's approval waits here (issue 20); denied, it does not run.
+  const gate = refusal ? {} : await approvalGate(deps, state.turn, before, context);
+  const outcome = refusal ?? gate.denied ?? (await execute(deps, before, context));
   const after: ToolAfterContext = {
     name: before.name,
     args: before.args,
@@ -136,7 +139,7 @@ async function runOne(
     result: normaliseText(outcome.content),
     ok: outcome.ok,
     toolCallContext: context,
-    metadata: {},
+    metadata: gate.record ? { [K.Approval]: gate.record } : {},
   };
   await deps.hooks.run('agent:tool:after', after);
   const { name, args, ok, result } = after;
@@ -169,6 +172,23 @@ function imagesMessage(executed: ExecutedCall[], turnId: string): ModelMessage |
     images: withImages.flatMap((e) => e.images!),
     metadata: { turnId },
   };
+}
+
+/**
+ * Why the call does not run at all: invalid arguments, refused by `agent:tool:before`, or not
+ * offered to this call (none registered, or a hook removed it: the model gets the same answer
+ * as for a tool that does not exist). `undefined` when it may run.
+ */
+function refusalOf(
+  parseError: string | undefined,
+  reached: boolean,
+  offered: ReadonlySet<string> | undefined,
+  name: string,
+): ToolResult | undefined {
+  if (parseError) return toolError(parseError);
+  if (!reached) return toolError(`The call to "${name}" was refused`);
+  if (offered && !offered.has(name)) return toolError(`Unknown tool "${name}"`);
+  return undefined;
 }
 
 /** H5: the call acts with the identity of whoever authorised the input (`actor`). */

@@ -273,6 +273,45 @@ describe('ToolRegistry', () => {
       expect(sut.definitions().map((d) => d.name)).toEqual(['c']);
     });
   });
+  describe('needsApproval (issue 20)', () => {
+    it('false by default, true for `true`, and a function decides per call', async () => {
+      sut.register(makeTool());
+      sut.register(makeTool({ name: 'always', needsApproval: true }));
+      sut.register(
+        makeTool({ name: 'far', needsApproval: (args: { days?: number }) => (args.days ?? 0) > 3 }),
+      );
+
+      expect(await sut.needsApproval('weather', { city: 'Oslo' }, makeContext())).toBe(false);
+      expect(await sut.needsApproval('always', { city: 'Oslo' }, makeContext())).toBe(true);
+      expect(await sut.needsApproval('far', { city: 'Oslo', days: 2 }, makeContext())).toBe(false);
+      expect(await sut.needsApproval('far', { city: 'Oslo', days: 7 }, makeContext())).toBe(true);
+    });
+
+    it('false for an unknown tool and for arguments the schema refuses (the call fails anyway)', async () => {
+      sut.register(makeTool({ needsApproval: true }));
+
+      expect(await sut.needsApproval('nope', {}, makeContext())).toBe(false);
+      expect(await sut.needsApproval('weather', { days: 2 }, makeContext())).toBe(false);
+    });
+
+    it('a function that throws asks for approval (fail closed)', async () => {
+      sut.register(
+        makeTool({
+          needsApproval: () => {
+            throw new Error('broken rule');
+          },
+        }),
+      );
+
+      expect(await sut.needsApproval('weather', { city: 'Oslo' }, makeContext())).toBe(true);
+    });
+
+    it('refuses a needsApproval that is neither a boolean nor a function, naming the tool', () => {
+      expect(() => sut.register(makeTool({ needsApproval: 'yes' as unknown as boolean }))).toThrow(
+        /Tool "weather": needsApproval must be true, false or a function/,
+      );
+    });
+  });
 });
 
 describe('ToolOutput', () => {

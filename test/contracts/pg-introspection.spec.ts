@@ -3,6 +3,9 @@ import { openDatabase } from '../../src/session-bridge';
 import { createSqlStores } from '../../src';
 import { describePg, tempPgSchema, type TempDb } from './sql-test-db';
 
+// Twelve migrations against a churning server: seconds on a loaded CI machine, not 5.
+jest.setTimeout(60_000);
+
 /**
  * Kysely's migrator asks its introspector which tables exist. Scoped to the connection's own
  * schema, it neither sees another schema's migration tables nor reads schemas that another

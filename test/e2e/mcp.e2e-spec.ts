@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { McpServers, ToolRegistry } from '../../src';
+import { EventEmitter2 } from '@nestjs/event-emitter';
+import { McpServers, ToolRegistry, type ApprovalEvent } from '../../src';
 import { AgentHarness } from '../support/agent-harness';
 import { callContext, MCP_FIXTURE, whenLine, whenMcp } from '../support/mcp';
 import { startHttpServer, type HttpFixture } from '../fixtures/mcp/fixture-server';
@@ -155,11 +156,40 @@ describe('MCP tool servers (stdio and Streamable HTTP)', () => {
     });
   });
 
-  it('needsApproval from the server entry: a list names the tools that ask first', () => {
+  /** The next `agent:approval` request of `sessionId`. */
+  const approvalOf = (sessionId: string) =>
+    new Promise<ApprovalEvent>((resolve) => {
+      const events = h.app.get(EventEmitter2);
+      const on = (e: ApprovalEvent) => {
+        if (e.sessionId !== sessionId || e.phase !== 'requested') return;
+        events.off('agent:approval', on);
+        resolve(e);
+      };
+      events.on('agent:approval', on);
+    });
+
+  it('needsApproval from the server entry (a list of its tools): the call waits, and a denied one never reaches the server', async () => {
     const spec = (name: string) => (tools as any).tools.get(name).spec;
     expect(spec('web__slow').needsApproval).toBe(true);
     expect(spec('web__echo').needsApproval).toBe(false);
     expect(spec('local__slow').needsApproval).toBe(false);
+
+    const from = httpEvents.length;
+    h.server.enqueue(
+      { toolCalls: [{ name: 'web__slow', arguments: { ms: 10 } }] },
+      { text: 'not run' },
+    );
+    const requested = approvalOf('deny-web');
+    const settled = h.agent.handleMessage({ sessionId: 'deny-web', content: 'go' });
+    const { callId, name, args } = await requested;
+    expect({ name, args }).toEqual({ name: 'web__slow', args: { ms: 10 } });
+    const decided = { approved: false, reason: 'not now', by: { platform: 'api', userId: 'ops' } };
+    expect(await h.agent.approve('deny-web', callId, decided)).toBe(true);
+    expect(await settled).toMatchObject({ settled: 'turn', outcome: 'replied' });
+    const result = (await h.stored('deny-web')).find((m) => m.role === 'tool')!;
+    expect(result.content).toContain('denied by ops');
+    expect(result.metadata.approval).toMatchObject({ approved: false, by: { userId: 'ops' } });
+    expect(httpEvents.slice(from).map((e) => e.name)).not.toContain('slow-start');
   });
 
   it('notifications/tools/list_changed: a tool added on the server is registered (stdio)', async () => {
@@ -185,7 +215,11 @@ describe('MCP tool servers (stdio and Streamable HTTP)', () => {
   it("a turn's abort cancels the running MCP call on the server (HTTP)", async () => {
     const from = httpEvents.length;
     h.server.enqueue({ toolCalls: [{ name: 'web__slow', arguments: { ms: 60_000 } }] });
+    const requested = approvalOf('abort-web');
     const settled = h.agent.handleMessage({ sessionId: 'abort-web', content: 'go' });
+    // web__slow asks first (its server entry's needsApproval): approved, it runs.
+    const { callId } = await requested;
+    expect(await h.agent.approve('abort-web', callId, { approved: true })).toBe(true);
     const started = await httpEvent('slow-start', from);
     expect(h.agent.abort('abort-web')).toBe(true);
     expect(await httpEvent('slow-cancelled', from)).toBe(started);

@@ -1,23 +1,5 @@
 import { ApiApp, nextSocketEvent, recordSocket, type AgentClient } from '../support/api-app';
-
-/** The socket events of a turn's stream (the ones numbered by `seq`). */
-const STREAM_EVENTS = new Set(['turn', 'stream', 'tool']);
-
-/** The numbered events a socket received for `turnId`, in the order received. */
-function streamOf(seen: { event: string; payload: any }[], turnId: string) {
-  return seen.filter((e) => STREAM_EVENTS.has(e.event) && e.payload.turnId === turnId);
-}
-
-/** Resolves once the socket has received a numbered event of seq `seq` or later. */
-function reaching(socket: AgentClient, seq: number): Promise<unknown> {
-  return Promise.race([
-    nextSocketEvent(socket, 'stream', (e) => (e.seq ?? 0) >= seq),
-    nextSocketEvent(socket, 'turn', (e) => (e.seq ?? 0) >= seq),
-    nextSocketEvent(socket, 'tool', (e) => (e.seq ?? 0) >= seq),
-  ]);
-}
-
-const turnEnd = (socket: AgentClient) => nextSocketEvent(socket, 'turn', (e) => e.phase === 'end');
+import { reaching, streamOf, turnEnd } from '../support/turn-streams';
 
 /** Connects a socket that was disconnected (a client's reconnect: same object, new connection). */
 function reconnect(socket: AgentClient): Promise<void> {

@@ -1,5 +1,6 @@
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { ApiApp } from '../support/api-app';
+import { drain, textOf, turnIdsOf } from '../support/turn-streams';
 
 /** A user message of the AI SDK's shape. */
 const user = (id: string, text: string): UIMessage => ({
@@ -7,17 +8,6 @@ const user = (id: string, text: string): UIMessage => ({
   role: 'user',
   parts: [{ type: 'text', text }],
 });
-
-/** Reads a stream of chunks to its end. */
-async function drain(stream: ReadableStream<UIMessageChunk>): Promise<UIMessageChunk[]> {
-  const chunks: UIMessageChunk[] = [];
-  const reader = stream.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return chunks;
-    chunks.push(value);
-  }
-}
 
 /** Reads chunks until one matches; the rest stays readable through the returned reader. */
 async function readUntil(
@@ -33,14 +23,6 @@ async function readUntil(
     if (match(value)) return { seen, reader };
   }
 }
-
-const textOf = (chunks: UIMessageChunk[]) =>
-  chunks.map((c) => (c.type === 'text-delta' ? c.delta : '')).join('');
-const turnIdsOf = (chunks: UIMessageChunk[]) => [
-  ...new Set(
-    chunks.filter((c) => c.type === 'data-turn').map((c) => (c as any).data.turnId as string),
-  ),
-];
 
 /** The `id:` values and `data:` values of a raw SSE body. */
 function sseOf(text: string) {

@@ -1,47 +1,20 @@
-import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
+import { DefaultChatTransport, type UIMessage } from 'ai';
 import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, type TempDb } from '../contracts/sql-test-db';
-import { ApiApp, nextSocketEvent, recordSocket, type AgentClient } from '../support/api-app';
+import { ApiApp, nextSocketEvent, recordSocket } from '../support/api-app';
 import { distributedServerEnv } from '../support/api-process';
 import { deletePrefix, describeRedis, testPrefix, testRedis } from '../support/redis-test';
+import {
+  drain,
+  reaching,
+  streamOf,
+  textOf,
+  turnEnd,
+  turnIdsOf,
+  type SocketSeen as Seen,
+} from '../support/turn-streams';
 
 jest.setTimeout(60_000);
-
-/** The socket events of a turn's stream (the ones numbered by `seq`). */
-const STREAM_EVENTS = new Set(['turn', 'stream', 'tool']);
-
-type Seen = { event: string; payload: any }[];
-
-/** The numbered events a socket received for `turnId`, in the order received. */
-const streamOf = (seen: Seen, turnId: string) =>
-  seen.filter((e) => STREAM_EVENTS.has(e.event) && e.payload.turnId === turnId);
-
-/** Resolves once the socket has received a numbered event of seq `seq` or later. */
-const reaching = (socket: AgentClient, seq: number) =>
-  Promise.race(
-    ['stream', 'turn', 'tool'].map((event) =>
-      nextSocketEvent(socket, event as 'stream', (e: any) => (e.seq ?? 0) >= seq),
-    ),
-  );
-
-const turnEnd = (socket: AgentClient) => nextSocketEvent(socket, 'turn', (e) => e.phase === 'end');
-
-/** Reads a stream of UI message chunks to its end. */
-async function drain(stream: ReadableStream<UIMessageChunk>): Promise<UIMessageChunk[]> {
-  const chunks: UIMessageChunk[] = [];
-  const reader = stream.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return chunks;
-    chunks.push(value);
-  }
-}
-
-const textOf = (chunks: UIMessageChunk[]) =>
-  chunks.map((c) => (c.type === 'text-delta' ? c.delta : '')).join('');
-const turnIdsOf = (chunks: UIMessageChunk[]) => [
-  ...new Set(chunks.filter((c) => c.type === 'data-turn').map((c) => (c as any).data.turnId)),
-];
 
 /**
  * Distributed mode (README, "Resuming a turn's stream"): each instance delivers to its own

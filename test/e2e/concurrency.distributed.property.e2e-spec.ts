@@ -132,6 +132,8 @@ class Run {
   readonly clears: ClearRec[] = [];
   readonly pending: Promise<unknown>[] = [];
   readonly violations: string[] = [];
+  /** Leases an instance found lost (a stall past the lease), printed with any violation. */
+  readonly lostLeases: string[] = [];
 
   constructor(readonly name: string) {}
 
@@ -177,6 +179,17 @@ describeRedis('concurrency property across two distributed instances', () => {
 
     /** Records the turns an instance runs, in the run's order. */
     function recordTurns(app: DistributedApp): void {
+      // A lease found lost means the instance stalled past it: a violation then says so.
+      const leaseLost = app.dispatcher.leaseLost.bind(app.dispatcher);
+      app.dispatcher.leaseLost = (grant) => {
+        const r = run;
+        if (r?.mine(grant.sessionId)) {
+          r.lostLeases.push(
+            `${app.id} lost ${grant.sessionId} (fence ${grant.fence}) at ${++r.seq}`,
+          );
+        }
+        leaseLost(grant);
+      };
       const emitter = app.harness.app.get(EventEmitter2);
       emitter.on('agent:turn:start', (e: { sessionId: string; turnId: string }) => {
         const r = run;
@@ -362,7 +375,7 @@ describeRedis('concurrency property across two distributed instances', () => {
           }
           if (r.violations.length) {
             throw new Error(
-              `${r.violations.length} violation(s) in run ${r.name}:\n${r.violations.slice(0, 12).join('\n')}\nschedule: ${JSON.stringify(schedule)}`,
+              `${r.violations.length} violation(s) in run ${r.name}:\n${r.violations.slice(0, 12).join('\n')}\nleases found lost: ${r.lostLeases.join('; ') || 'none'}\nschedule: ${JSON.stringify(schedule)}`,
             );
           }
         }),

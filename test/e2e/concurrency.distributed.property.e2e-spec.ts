@@ -469,7 +469,25 @@ describeRedis('concurrency property across two distributed instances', () => {
         (a.options.turnId === undefined || a.options.turnId === t.turnId);
       const answered = a.answeredAt ?? Infinity;
       const turns = [...r.turns.values()].filter(named);
-      const during = turns.some((t) => t.startAt < answered && (t.endAt ?? Infinity) > a.at);
+      // A turn is running from its opening, but its start event follows its opening writes
+      // (settings, archived inputs: PostgreSQL round trips here): an abort in between stops it
+      // and answers true before the event. So the session's first turn to start after the call
+      // counts as running during it when it ended aborted and no other abort was answered true
+      // in between.
+      const next = turns.filter((t) => t.startAt > a.at).sort((x, y) => x.startAt - y.startAt)[0];
+      const stoppedBeforeItsStart =
+        next?.outcome === 'aborted' &&
+        !r.aborts.some(
+          (o) =>
+            o !== a &&
+            o.sessionId === a.sessionId &&
+            o.result === true &&
+            (o.answeredAt ?? Infinity) < next.startAt &&
+            o.at > a.at,
+        );
+      const during =
+        stoppedBeforeItsStart ||
+        turns.some((t) => t.startAt < answered && (t.endAt ?? Infinity) > a.at);
       const throughout = turns.some((t) => t.startAt < a.at && (t.endAt ?? Infinity) > answered);
       const seen = turns.map((t) => `${t.turnId.slice(0, 8)} ${t.startAt}-${t.endAt} ${t.outcome}`);
       const what = `abort of ${a.sessionId} ${JSON.stringify(a.options)} at ${a.at}, answered ${a.result} at ${a.answeredAt}`;

@@ -57,6 +57,8 @@ interface HeldSession {
   draining: Promise<void>;
   /** Wakes the run loop: an input entered or settled. */
   changed: () => void;
+  /** Found idle, being let go: a poke wakes the session instead of entering inputs here. */
+  closing: boolean;
 }
 
 /** How a wake job for a session ended. */
@@ -107,7 +109,7 @@ export class HeldSessions {
   /** New inputs for a session: entered if it runs here; otherwise woken if any wait. */
   async poke(sessionId: string): Promise<void> {
     const session = this.running.get(sessionId);
-    if (session) await this.drain(session);
+    if (session && !session.closing) await this.drain(session);
     else if ((await this.parts.pending.length(sessionId)) > 0)
       await this.parts.wake.wake(sessionId);
   }
@@ -211,6 +213,7 @@ export class HeldSessions {
       lost: false,
       draining: Promise.resolve(),
       changed: () => undefined,
+      closing: false,
     };
     this.running.set(grant.sessionId, session);
     return session;
@@ -220,14 +223,22 @@ export class HeldSessions {
   private async untilIdle(session: HeldSession): Promise<void> {
     const { lanes } = this.parts;
     const sessionId = session.grant.sessionId;
+    const idle = () =>
+      session.unsettled === 0 &&
+      lanes.runningTurn(sessionId) === undefined &&
+      lanes.waitingCount(sessionId) === 0;
     for (;;) {
       const changed = new Promise<void>((resolve) => (session.changed = resolve));
       await this.drain(session);
-      const idle =
-        session.unsettled === 0 &&
-        lanes.runningTurn(sessionId) === undefined &&
-        lanes.waitingCount(sessionId) === 0;
-      if (idle || session.lost) return;
+      if (session.lost) return;
+      if (idle()) {
+        // Pokes stop entering inputs; a drain under way ends first (its inputs must run here).
+        session.closing = true;
+        await session.draining;
+        if (idle() || session.lost) return;
+        session.closing = false;
+        continue;
+      }
       await changed;
     }
   }

@@ -25,7 +25,7 @@ import { percentile } from './support/stats';
 import { ZeroLatencyProvider } from './support/zero-latency';
 
 /** A gate the anchor inputs' first model call waits at. */
-class Gate {
+export class Gate {
   private open: () => void = () => undefined;
   private shut = Promise.resolve();
 
@@ -45,7 +45,7 @@ class Gate {
 const ANCHOR = 'anchor: keep this session busy';
 
 /** The zero-latency model, except that an anchor's first call waits at the gate. */
-class GatedProvider extends ZeroLatencyProvider {
+export class GatedProvider extends ZeroLatencyProvider {
   constructor(private readonly gate: Gate) {
     super();
   }
@@ -82,7 +82,7 @@ export interface LatencySamples {
 let inputs = 0;
 
 /** One cold input: `handleMessage` to its settlement, ms. */
-async function coldInput(app: PgAgent, sessionId: string): Promise<number> {
+export async function coldInput(app: PgAgent, sessionId: string): Promise<number> {
   const at = performance.now();
   replied(await app.agent.handleMessage({ sessionId, content: `cold question ${++inputs}` }));
   return performance.now() - at;
@@ -121,7 +121,7 @@ export async function coldLatency(
  * One warm input: the anchor holds `sessionId` on whichever app runs it; the measured input is
  * sent to `pick(holder)`. The way in plus the way back, ms.
  */
-async function warmInput(
+export async function warmInput(
   apps: PgAgent[],
   gate: Gate,
   sessionId: string,

@@ -16,6 +16,8 @@
  *    counters), over the cold and the warm runs.
  * 3. Added latency per input, distributed minus in-process, cold and warm
  *    (`distributed-latency.ts`).
+ * 4. Round trips per input: PostgreSQL queries and Redis commands, by kind
+ *    (`distributed-round-trips.ts`).
  *
  * Run: node -r @swc-node/register -e "require('./bench/distributed.bench.ts').benchDistributed().then(console.log)"
  */
@@ -36,6 +38,7 @@ import {
 import type { ChildSetting, RunCommand, RunResult } from './distributed-child';
 import { COLD_SESSIONS_PER_CALLER, WARM_IN_FLIGHT } from './distributed-child';
 import { added, coldLatency, warmLatency } from './distributed-latency';
+import { roundTripsSection } from './distributed-round-trips';
 import { median, percentile } from './support/stats';
 
 const REPEATS = Number(process.env.REPEATS ?? 3);
@@ -398,6 +401,8 @@ export async function benchDistributed(): Promise<string> {
   try {
     await (await createSqlStores(db.url)).close();
     const latency = await latencySection(db.url);
+    progress('round trips per input');
+    const roundTrips = await roundTripsSection();
     const throughputLines = await throughputSection(db.url);
     return [
       title,
@@ -410,6 +415,8 @@ export async function benchDistributed(): Promise<string> {
       ...throughputLines,
       '',
       ...latency,
+      '',
+      ...roundTrips,
       '',
       `Reproduce: \`${COMMAND}\``,
     ].join('\n');

@@ -54,6 +54,7 @@ export type {
   ControlKind,
   DispatchView,
   DropReason,
+  EnteredInput,
   HistoryQuery,
   HoldRelease,
   InboxAcceptOptions,

@@ -50,6 +50,7 @@ const PUBLIC_NAMES = [
   'DistributionOptionsError',
   'DistributionStores',
   'DropReason',
+  'EnteredInput',
   'HistoryQuery',
   'HistoryStore',
   'HoldRelease',

@@ -98,6 +98,12 @@ export const WorkDispatcher = Symbol.for('agent:WorkDispatcher');
 export interface SessionLanes {
   /** Puts an input into its session's lane (synchronously); resolves once it settled. */
   enter(message: IncomingMessage): Promise<Settlement>;
+  /**
+   * `enter`, for a dispatcher that must know when the settlement is durable: `recorded`
+   * resolves once the engine's own write of it to the inbox is done (true) or failed (false), so
+   * the dispatcher waits for that record instead of writing it again.
+   */
+  enterRecorded(message: IncomingMessage): EnteredInput;
   /** S3 / I5: stops the running turn when `turnId` matches; whether a matching turn runs. */
   abort(sessionId: string, options: AbortOptions): boolean;
   /** Stops the running turn, drops the waiting inputs; resolves once the session settled. */
@@ -116,6 +122,14 @@ export interface SessionLanes {
   runningTurn(sessionId: string): string | undefined;
   /** Sessions with a running turn or waiting inputs. */
   activeSessions(): string[];
+}
+
+/** An input put into its lane by `SessionLanes.enterRecorded`. */
+export interface EnteredInput {
+  /** Resolves once it settled. */
+  settlement: Promise<Settlement>;
+  /** Resolves after `settlement`, once the inbox has it (true) or its write failed (false). */
+  recorded: Promise<boolean>;
 }
 
 /** What the lanes ask their dispatcher before they open a turn. */

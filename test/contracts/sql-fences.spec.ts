@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import {
   createSqlStores,
   FencedWriteError,
@@ -202,5 +203,92 @@ describePg('SQL fencing: PostgreSQL', () => {
       expect((await newHolder.log.history(sid)).at(-1)?.content).toBe('new');
       expect(await newHolder.fences.current(sid)).toBe(2);
     });
+
+    it("an input id reused for another session (after the first was deleted elsewhere) is still written by the new session's holder", async () => {
+      const [first, second] = [`s-${randomUUID()}`, `s-${randomUUID()}`];
+      const fencing = new TestFencing();
+      fencing.sessions.set(first, 1);
+      fencing.sessions.set(second, 1);
+      const holder = await createSqlStores(db.url, { fencing });
+      const other = await createSqlStores(db.url);
+      open.push(holder, other);
+      await holder.fences.claim(first, 1);
+      await holder.fences.claim(second, 1);
+      const id = `in-${randomUUID()}`;
+      // The holder learns the id as the first session's.
+      await holder.inbox.accept({ id, sessionId: first, content: 'one' });
+      await other.inbox.deleteSession(first);
+      await other.inbox.accept({ id, sessionId: second, content: 'two' });
+
+      await holder.inbox.enterTurn([id], 't2');
+      await holder.inbox.settle([id], { settled: 'turn', turnId: 't2', outcome: 'replied' });
+      expect(await holder.inbox.get(id)).toMatchObject({
+        sessionId: second,
+        turnId: 't2',
+        settlement: { settled: 'turn', outcome: 'replied' },
+      });
+    });
+
+    /**
+     * The holder's writes after its claim are one statement each, guarded by a shared lock on the
+     * session's fence row. A claim that is under way (its transaction holds the row) makes them
+     * wait; once it commits they find the newer fence and write nothing.
+     */
+    it('a write of the holder waits for a claim under way and is refused once it commits (append, turn entry, settlement)', async () => {
+      const sid = `s-${randomUUID()}`;
+      const fencing = new TestFencing();
+      fencing.sessions.set(sid, 1);
+      // Named, so that its connections waiting for the lock can be told apart from any other's.
+      const name = `fence-test-${randomUUID()}`;
+      const holder = await createSqlStores(`${db.url}&application_name=${name}`, { fencing });
+      open.push(holder);
+      const id = `in-${randomUUID()}`;
+      await holder.inbox.accept({ id, sessionId: sid, content: 'hello' });
+      expect(await holder.fences.claim(sid, 1)).toBe(true);
+      await holder.log.append([turnMessage(sid, 't1', 'before')]);
+
+      const claimer = new Client({ connectionString: db.url });
+      await claimer.connect();
+      try {
+        await claimer.query('begin');
+        await claimer.query('update session_fences set fence = 2 where session_id = $1', [sid]);
+        const writes = [
+          holder.log.append([turnMessage(sid, 't1', 'late')]),
+          holder.inbox.enterTurn([id], 't1'),
+          holder.inbox.settle([id], { settled: 'turn', turnId: 't1', outcome: 'replied' }),
+        ].map((write) =>
+          write.then(
+            () => 'written',
+            (error: unknown) => error,
+          ),
+        );
+        await waitingForLocks(claimer, name, 3);
+        await claimer.query('commit');
+        for (const outcome of await Promise.all(writes)) {
+          expect(outcome).toBeInstanceOf(FencedWriteError);
+          expect(outcome).toMatchObject({ sessionId: sid, fence: 1, current: 2 });
+        }
+      } finally {
+        await claimer.end();
+      }
+      expect((await holder.log.history(sid)).map((m) => m.content)).toEqual(['before']);
+      expect(await holder.inbox.get(id)).toEqual(
+        expect.not.objectContaining({ turnId: expect.anything() }),
+      );
+    });
   });
 });
+
+/** Resolves once `count` connections named `name` wait for a lock (asked through `client`). */
+async function waitingForLocks(client: Client, name: string, count: number): Promise<void> {
+  for (;;) {
+    // Within the claim's transaction the statistics views would keep their first snapshot.
+    await client.query('select pg_stat_clear_snapshot()');
+    const { rows } = await client.query<{ n: string }>(
+      "select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and application_name = $1",
+      [name],
+    );
+    if (Number(rows[0].n) >= count) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}

@@ -248,6 +248,39 @@ describeRedis('distributed dispatch (two instances)', () => {
       ]);
     });
 
+    it("each settlement is written to the inbox once (the engine's write), and the holder lets the session go only once it is there", async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1' }, { text: 'R2' });
+      const writes: string[] = [];
+      const atRelease: Array<string | undefined> = [];
+      for (const i of [a, b]) {
+        const { inbox } = i.stores;
+        const settle = inbox.settle.bind(inbox);
+        inbox.settle = (ids, settlement) => {
+          writes.push(...ids);
+          return settle(ids, settlement);
+        };
+        const release = i.leases.release.bind(i.leases);
+        i.leases.release = async (grant, clean) => {
+          const unsettled = await i.stores.inbox.unsettled(grant.sessionId);
+          atRelease.push(...unsettled.map((entry) => entry.id));
+          return release(grant, clean);
+        };
+      }
+
+      const replied = { settled: 'turn', outcome: 'replied' };
+      expect(await a.harness.agent.handleMessage(human('s', 'H1'))).toMatchObject(replied);
+      await letGo('s');
+      expect(await b.harness.agent.handleMessage(human('s', 'H2'))).toMatchObject(replied);
+      await letGo('s');
+
+      expect(await a.stores.inbox.unsettled()).toEqual([]);
+      expect(writes).toHaveLength(2);
+      expect(new Set(writes).size).toBe(2);
+      expect(atRelease).toEqual([]);
+    });
+
     it('an idle session costs one wake job per idle-to-busy transition; inputs while it is held cost none', async () => {
       const a = await instance('inst-a');
       const b = await instance('inst-b');

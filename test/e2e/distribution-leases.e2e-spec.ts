@@ -89,6 +89,17 @@ describeRedis('SessionLeases on Redis', () => {
     expect(await redis.get(keys.lease('s1'))).toBe('a|42');
   });
 
+  it("a release counts the inputs waiting in the session's pending list in the same round trip", async () => {
+    const { leases: a, redis } = instance('a');
+    const first = await a.acquire('s1');
+    expect(await a.releaseCounting(first!, true)).toEqual({ released: true, pending: 0 });
+    const second = await a.acquire('s1');
+    await redis.rpush(keys.pending('s1'), 'x', 'y');
+    expect(await a.releaseCounting(second!)).toEqual({ released: true, pending: 2 });
+    // A stale grant deletes nothing but still counts.
+    expect(await a.releaseCounting(second!)).toEqual({ released: false, pending: 2 });
+  });
+
   it('a grant follows a clean release only when the grant just before it was let go cleanly', async () => {
     const { leases: a, redis } = instance('a');
     const b = instance('b').leases;

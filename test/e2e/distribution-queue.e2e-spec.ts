@@ -1,6 +1,8 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type Redis from 'ioredis';
+import { InstanceMailbox } from '../../src/distribution/redis/instance-mailbox';
 import { InstanceRegistry } from '../../src/distribution/redis/instance-registry';
+import { decodeEntry } from '../../src/distribution/redis/mailbox-wire';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
 import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
@@ -88,12 +90,40 @@ describeRedis('distribution: pending inputs', () => {
   it('a push says which instance holds the session, in the same round trip', async () => {
     const redis = client();
     const pending = new PendingInputs(redis, prefix);
-    expect(await pending.push(input('s', 'in-1'))).toEqual({ length: 1 });
+    expect(await pending.push(input('s', 'in-1'))).toEqual({ length: 1, poked: false });
     await redis.set(new RedisKeys(prefix).lease('s'), 'host|with|bars:4242|7', 'PX', 10_000);
     expect(await pending.push(input('s', 'in-2'))).toEqual({
       holder: 'host|with|bars:4242',
       length: 2,
+      poked: false,
     });
+  });
+
+  it("with a letter, a push posts it to the holder's mailbox in the same round trip, unless the pusher holds the session or nobody does", async () => {
+    const redis = client();
+    const keys = new RedisKeys(prefix);
+    const pending = new PendingInputs(redis, prefix);
+    const mailbox = new InstanceMailbox(redis, { prefix, instanceId: 'inst-a', maxLen: 50 });
+    const letter = mailbox.letter('poke', { sessionId: 's' });
+    expect(await pending.push(input('s', 'in-1'), letter)).toEqual({ length: 1, poked: false });
+    await redis.set(keys.lease('s'), 'inst-a|3', 'PX', 10_000);
+    expect(await pending.push(input('s', 'in-2'), letter)).toEqual({
+      holder: 'inst-a',
+      length: 2,
+      poked: false,
+    });
+    await redis.set(keys.lease('s'), 'host|b|4', 'PX', 10_000);
+    expect(await pending.push(input('s', 'in-3'), letter)).toEqual({
+      holder: 'host|b',
+      length: 3,
+      poked: true,
+    });
+    const entries = await redis.xrange(keys.mailbox('host|b'), '-', '+');
+    expect(entries.map(([id, fields]) => decodeEntry(id, fields))).toEqual([
+      { id: entries[0][0], from: 'inst-a', type: 'poke', body: { sessionId: 's' } },
+    ]);
+    expect(await redis.pttl(keys.mailbox('host|b'))).toBeGreaterThan(0);
+    expect(await redis.exists(keys.mailbox('inst-a'))).toBe(0);
   });
 
   it('lists the sessions with inputs on their way, glob characters and all, under its prefix only', async () => {

@@ -15,7 +15,8 @@ export function pendingInput(message: IncomingMessage): PendingInput {
  * The one door through which an input settles (S1, I9): resolves it, once, sends the stream-end
  * marker of an input that never entered a turn (dropped or discarded), once (an input of a turn
  * shares that turn's marker), and records the settlement in the inbox, where the input has been
- * durable since its acceptance. Returns the input's settlement.
+ * durable since its acceptance (the write's outcome is kept as `input.recorded`, for a dispatcher
+ * that must not let a session go before the inbox has it). Returns the input's settlement.
  */
 export function settleInput(
   ports: Pick<EnginePorts, 'events' | 'inbox'>,
@@ -26,15 +27,18 @@ export function settleInput(
     const { id, sessionId } = input.message;
     if (input.turnId === undefined) ports.events.emit('outbound:stream', { sessionId, done: true });
     input.settlement.resolve(settlement);
-    if (id !== undefined) {
-      ports.inbox
-        .settle([id], settlement)
-        .catch((error: unknown) =>
-          logger.error(
-            `Could not record the settlement of input ${escapeForLog(id)}: ${String(error)}`,
-          ),
-        );
-    }
+    input.recorded =
+      id === undefined
+        ? Promise.resolve(false)
+        : ports.inbox.settle([id], settlement).then(
+            () => true,
+            (error: unknown) => {
+              logger.error(
+                `Could not record the settlement of input ${escapeForLog(id)}: ${String(error)}`,
+              );
+              return false;
+            },
+          );
   }
   return input.settlement.promise;
 }

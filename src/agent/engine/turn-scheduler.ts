@@ -4,6 +4,7 @@ import type {
   AbortOptions,
   ApprovalDecision,
   DropReason,
+  EnteredInput,
   IncomingMessage,
   LaneAdmission,
   PendingApproval,
@@ -59,18 +60,31 @@ export class TurnScheduler implements SessionLanes {
   ) {}
 
   enter(message: IncomingMessage): Promise<Settlement> {
+    return this.admit(message).settlement.promise;
+  }
+
+  enterRecorded(message: IncomingMessage): EnteredInput {
+    const input = this.admit(message);
+    const settlement = input.settlement.promise;
+    // `settleInput` sets `recorded` when it resolves the settlement, before this runs.
+    return { settlement, recorded: settlement.then(() => input.recorded ?? false) };
+  }
+
+  /** Puts the input into its session's lane (or drops it when the waiting list is full). */
+  private admit(message: IncomingMessage): PendingInput {
     const input = pendingInput(message);
     const sessionId = message.sessionId;
     let lane = this.lanes.get(sessionId);
     if (lane && lane.waitingCount >= this.ports.options.maxWaiting) {
       // The waiting list is bounded: the input never waits, so the list does not change (S8).
-      return settleInput(this.ports, input, { settled: 'dropped', reason: 'queue-full' });
+      void settleInput(this.ports, input, { settled: 'dropped', reason: 'queue-full' });
+      return input;
     }
     if (!lane) this.lanes.set(sessionId, (lane = new SessionLane<PendingInput>()));
     lane.arrive({ seq: ++this.seq, source: message.source, payload: input });
     this.pump(sessionId);
     this.announce(sessionId);
-    return input.settlement.promise;
+    return input;
   }
 
   waiting(sessionId: string): IncomingMessage[] {

@@ -11,6 +11,11 @@ export interface PendingInput {
   settlement: Deferred<Settlement>;
   /** Set when the input opens or joins a turn: the turn's stream-end marker is then its own. */
   turnId?: string;
+  /**
+   * Set when it settles (by `settleInput`): the inbox record of its settlement, true once
+   * written, false when the write failed (logged) or the input has no id.
+   */
+  recorded?: Promise<boolean>;
 }
 
 /**

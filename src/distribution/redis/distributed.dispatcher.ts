@@ -20,7 +20,7 @@ import {
   UNKNOWN_ORIGIN,
 } from './held-sessions';
 import { CrossInstanceHolds } from './cross-instance-holds';
-import type { PendingInput } from './pending-inputs';
+import type { PendingInput, PushResult } from './pending-inputs';
 import {
   ABORT,
   answerMailbox,
@@ -173,10 +173,12 @@ export class DistributedDispatcher implements WorkDispatcher {
     if (id === undefined) throw new Error('a distributed input needs its id');
     const settlement = this.waiters.wait(id);
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
-    let holder: string | undefined;
+    let pushed: PushResult;
     try {
-      const push = () => this.parts.pending.push(input);
-      ({ holder } = await this.guard('the input was not accepted', push));
+      // A holder elsewhere is poked by the push itself (one round trip).
+      const letter = this.parts.mailbox.letter(POKE, { sessionId: message.sessionId });
+      const push = () => this.parts.pending.push(input, letter);
+      pushed = await this.guard('the input was not accepted', push);
     } catch (error) {
       // Not on its way: the caller hears of the failure (Redis unreachable: a
       // `RedisUnavailableError`, which the gate settles as `store-unavailable`).
@@ -185,9 +187,11 @@ export class DistributedDispatcher implements WorkDispatcher {
     }
     // On its way from now on (the list has it): telling the holder is the rest of the job, and a
     // failure to tell it falls back to waking the session, never to refusing the input.
-    await this.tell(message.sessionId, holder).catch(() =>
-      this.parts.wake.wake(message.sessionId).catch(() => undefined),
-    );
+    if (!pushed.poked) {
+      await this.tell(message.sessionId, pushed.holder).catch(() =>
+        this.parts.wake.wake(message.sessionId).catch(() => undefined),
+      );
+    }
     return { accepted: true, settlement };
   }
 

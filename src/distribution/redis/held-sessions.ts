@@ -3,7 +3,6 @@ import type { DropReason, IncomingMessage, SessionLanes, Settlement } from '../.
 import type { LeaseFencing } from './lease-fencing';
 import type { PendingInput, PendingInputs } from './pending-inputs';
 import type { LeaseGrant, SessionLeases } from './session-leases';
-import type { SettlementSource } from './settlement-waiters';
 import type { WakeQueue } from './wake-queue';
 
 /** The database side of a takeover: the session's newest fence, and claiming a newer one. */
@@ -40,8 +39,6 @@ export interface HeldSessionsParts {
   takeover(): SessionTakeover | undefined;
   /** The lease length (ms): inputs accepted longer ago than this are no longer on their way. */
   leaseMs: number;
-  /** The inbox: a settlement is recorded there before the session can be let go. */
-  inbox: SettlementSource;
 }
 
 /** A session this instance runs now, under its lease. */
@@ -53,6 +50,8 @@ interface HeldSession {
   unsettled: number;
   /** Set when the lease was found lost: settlements are then the new holder's to give. */
   lost: boolean;
+  /** Set when the inbox did not take a settlement: the next holder must look (no clean release). */
+  unrecorded: boolean;
   /** Drains of the pending list, one after another (S8: the list's order is the lane's). */
   draining: Promise<void>;
   /** Wakes the run loop: an input entered or settled. */
@@ -99,7 +98,7 @@ export class HeldSessions {
       const checked =
         this.parts.leases.afterCleanRelease(sessionId) || (await this.takeOver(session));
       await this.untilIdle(session);
-      clean = checked && !session.lost && session.unsettled === 0;
+      clean = checked && !session.lost && !session.unrecorded && session.unsettled === 0;
     } finally {
       await this.letGo(session, clean);
     }
@@ -142,7 +141,7 @@ export class HeldSessions {
       while (session.unsettled > 0) {
         await new Promise<void>((resolve) => (session.changed = resolve));
       }
-      await this.letGo(session, clean && !session.lost);
+      await this.letGo(session, clean && !session.lost && !session.unrecorded);
     }
     return true;
   }
@@ -211,6 +210,7 @@ export class HeldSessions {
       entered: new Map(),
       unsettled: 0,
       lost: false,
+      unrecorded: false,
       draining: Promise.resolve(),
       changed: () => undefined,
       closing: false,
@@ -267,16 +267,18 @@ export class HeldSessions {
     session.entered.set(id, tell);
     session.unsettled++;
     session.changed();
-    void this.parts.lanes.enter(input.message).then(async (settlement) => {
+    const entered = this.parts.lanes.enterRecorded(input.message);
+    void entered.settlement.then(async (settlement) => {
       session.entered.delete(id);
       if (!session.lost) {
         for (const origin of tell) {
           this.parts.route({ ...input, origin }, settlement);
         }
-        // The engine records the settlement after resolving it: the session is let go only once
-        // the inbox has it, or the next holder's takeover would close the ended turn again.
-        await this.parts.inbox.settle([id], settlement).catch(() => undefined);
       }
+      // The engine records the settlement after resolving it: the session is let go only once
+      // the inbox has it, or the next holder's takeover would close the ended turn again. A
+      // record that failed leaves the release unclean, so that the next holder looks.
+      if (!(await entered.recorded)) session.unrecorded = true;
       session.unsettled--;
       session.changed();
     });
@@ -289,11 +291,15 @@ export class HeldSessions {
   private async letGo(session: HeldSession, clean: boolean): Promise<void> {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
-    await this.parts.leases.release(session.grant, clean).catch(() => false);
+    // The inputs waiting when the lease went are counted in the same round trip.
+    const { pending } = await this.parts.leases
+      .releaseCounting(session.grant, clean)
+      .catch(() => ({ pending: undefined }));
     // A lost lease is let go while the lane may still run the old turn (the process was paused):
     // its writes must keep carrying the old fence, so that the store refuses them. The fence is
     // replaced at this instance's next grant of the session.
     if (!session.lost) this.parts.fencing.released(sessionId);
-    if ((await this.parts.pending.length(sessionId)) > 0) await this.parts.wake.wake(sessionId);
+    if ((pending ?? (await this.parts.pending.length(sessionId))) > 0)
+      await this.parts.wake.wake(sessionId);
   }
 }

@@ -2,27 +2,20 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { MailboxClosedError } from './mailbox-errors';
-import { type Answer, type WireMessage, appendEntry, decodeEntry, messageOf } from './mailbox-wire';
+import {
+  type Answer,
+  type Letter,
+  type MailboxEnvelope,
+  type WireMessage,
+  appendEntry,
+  decodeEntry,
+  messageOf,
+} from './mailbox-wire';
 import { PendingRequests } from './pending-requests';
 import { RedisKeys } from './redis-keys';
 
 export { MailboxClosedError, MailboxRequestError, MailboxTimeoutError } from './mailbox-errors';
-
-/** One message read from a mailbox. */
-export interface MailboxEnvelope<T = unknown> {
-  /** The stream entry id. */
-  id: string;
-  /** The sender instance. */
-  from: string;
-  /** The message type, which picks the handler. */
-  type: string;
-  /** The JSON-serialisable payload. */
-  body: T;
-  /** Set on a request: its correlation id, which the answer carries back as `inReplyTo`. */
-  replyTo?: string;
-  /** Set on an answer: the correlation id of the request it answers. */
-  inReplyTo?: string;
-}
+export type { MailboxEnvelope } from './mailbox-wire';
 
 /** Where a mailbox lives and how it reads and writes its stream. */
 export interface InstanceMailboxOptions {
@@ -268,12 +261,18 @@ export class InstanceMailbox {
     }
   }
 
-  private async post(to: string, message: WireMessage): Promise<string> {
-    const data = JSON.stringify(message);
-    return appendEntry(this.redis, this.keys.mailbox(to), data, {
-      maxLen: this.options.maxLen ?? 10_000,
-      ttlMs: this.options.ttlMs ?? 24 * 60 * 60 * 1000,
-    });
+  /** A message to whichever instance a script finds (`PendingInputs.push` pokes the holder). */
+  letter(type: string, body: unknown): Letter {
+    const data = JSON.stringify({ from: this.options.instanceId, type, body });
+    return { head: this.keys.mailbox(''), data, ...this.limits() };
+  }
+
+  private post(to: string, message: WireMessage): Promise<string> {
+    return appendEntry(this.redis, this.keys.mailbox(to), JSON.stringify(message), this.limits());
+  }
+
+  private limits(): { maxLen: number; ttlMs: number } {
+    return { maxLen: this.options.maxLen ?? 10_000, ttlMs: this.options.ttlMs ?? 86_400_000 };
   }
 
   private isClosed(): boolean {

@@ -29,15 +29,18 @@ redis.call('SET', KEYS[1], ARGV[1] .. '|' .. f, 'PX', ARGV[2])
 return {f, clean}`;
 
 /**
- * Release (compare-and-delete): KEYS lease, released; ARGV value, fence, clean ('1' or '0'),
- * how long the clean mark lives (ms). A clean release also records its fence as released.
+ * Release (compare-and-delete): KEYS lease, released, the session's pending list; ARGV value,
+ * fence, clean ('1' or '0'), how long the clean mark lives (ms). A clean release also records its
+ * fence as released. `{deleted, pending}`: whether the lease was deleted, and how many inputs wait
+ * in the pending list at that moment (the session is to be woken again if any do).
  */
 const RELEASE = `
+local deleted = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '1' then redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[4]) end
-  return redis.call('DEL', KEYS[1])
+  deleted = redis.call('DEL', KEYS[1])
 end
-return 0`;
+return {deleted, redis.call('LLEN', KEYS[3])}`;
 
 /** Holder: KEYS lease. `{value, pttl}` or nil. */
 const HOLDER = `
@@ -61,8 +64,8 @@ return out`;
 export interface LeaseCommands {
   /** Lease, fence and released keys; instanceId, leaseMs, floor, known value. */
   agentLeaseAcquire(...keysThenArgs: (string | number)[]): Promise<[number, number] | null>;
-  /** Lease and released keys; value, fence, clean flag, the clean mark's life (ms). */
-  agentLeaseRelease(...keysThenArgs: (string | number)[]): Promise<number>;
+  /** Lease, released and pending keys; value, fence, clean flag, the clean mark's life (ms). */
+  agentLeaseRelease(...keysThenArgs: (string | number)[]): Promise<[number, number]>;
   agentLeaseHolder(lease: string): Promise<[string, number] | null>;
   agentLeaseRenew(numKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>;
 }
@@ -70,7 +73,7 @@ export interface LeaseCommands {
 /** Defines the lease scripts on `redis` (names of their own; defining again is harmless). */
 export function defineLeaseCommands(redis: Redis): LeaseCommands {
   redis.defineCommand('agentLeaseAcquire', { numberOfKeys: 3, lua: ACQUIRE });
-  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 2, lua: RELEASE });
+  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 3, lua: RELEASE });
   redis.defineCommand('agentLeaseHolder', { numberOfKeys: 1, lua: HOLDER });
   redis.defineCommand('agentLeaseRenew', { lua: RENEW });
   return redis as unknown as LeaseCommands;

@@ -1,10 +1,25 @@
 import type Redis from 'ioredis';
-import type { MailboxEnvelope } from './instance-mailbox';
 
 /**
  * The stream side of `InstanceMailbox`: an entry carries one field, `m`, the message as JSON
  * (sender, type, body, correlation ids); the entry id is the envelope's id.
  */
+
+/** One message read from a mailbox. */
+export interface MailboxEnvelope<T = unknown> {
+  /** The stream entry id. */
+  id: string;
+  /** The sender instance. */
+  from: string;
+  /** The message type, which picks the handler. */
+  type: string;
+  /** The JSON-serialisable payload. */
+  body: T;
+  /** Set on a request: its correlation id, which the answer carries back as `inReplyTo`. */
+  replyTo?: string;
+  /** Set on an answer: the correlation id of the request it answers. */
+  inReplyTo?: string;
+}
 
 /** The entry's only field. */
 export const MESSAGE_FIELD = 'm';
@@ -16,6 +31,17 @@ export interface WireMessage {
   body?: unknown;
   replyTo?: string;
   inReplyTo?: string;
+}
+
+/**
+ * A message ready for a script to post to an instance's mailbox: the stream key is `head` and
+ * the instance id, the entry's field `data`, with the stream's limits (see `appendEntry`).
+ */
+export interface Letter {
+  head: string;
+  data: string;
+  maxLen: number;
+  ttlMs: number;
 }
 
 /** The body of an answer to a request: the handler's value, or its error's message. */

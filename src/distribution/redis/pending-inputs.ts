@@ -1,6 +1,7 @@
 import type Redis from 'ioredis';
 import type { IncomingMessage } from '../../contracts';
 import { parseLeaseValue } from './lease-scripts';
+import { type Letter, MESSAGE_FIELD } from './mailbox-wire';
 import { RedisKeys } from './redis-keys';
 
 /**
@@ -20,17 +21,34 @@ export interface PushResult {
   holder?: string;
   /** Inputs of the session waiting in the list, this one included. */
   length: number;
+  /** Whether the holder, another instance, was told already (the push's letter is in its mailbox). */
+  poked: boolean;
 }
 
 /** How long a session's list lives without a push: inputs nobody took up are in the inbox. */
 const LIST_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** RPUSH, refresh the TTL, and read the lease's holder: one round trip. */
+/**
+ * RPUSH, refresh the TTL, read the lease's holder and, when the holder is another instance than
+ * the pusher (ARGV[3]) and a letter is given (ARGV[4] the mailbox keys' head, then the entry's
+ * field and data, the stream's MAXLEN and TTL), post the letter to the holder's mailbox (the
+ * mailbox key is made here, from the holder found: Redis without cluster only): one round trip.
+ */
 const PUSH_SCRIPT = `
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local lease = redis.call('GET', KEYS[2])
-return { length, lease or false }
+local poked = 0
+if lease and ARGV[4] ~= '' then
+  local holder = string.match(lease, '^(.*)|%d+$')
+  if holder and holder ~= ARGV[3] then
+    local box = ARGV[4] .. holder
+    redis.call('XADD', box, 'MAXLEN', '~', ARGV[7], '*', ARGV[5], ARGV[6])
+    redis.call('PEXPIRE', box, ARGV[8])
+    poked = 1
+  end
+end
+return { length, lease or false, poked }
 `;
 
 /** LRANGE and DEL at once: what one drain takes is gone for every other. */
@@ -41,7 +59,7 @@ return items
 `;
 
 type Scripted = Redis & {
-  agentPendingPush(list: string, lease: string, item: string, ttl: number): Promise<unknown>;
+  agentPendingPush(list: string, lease: string, ...args: (string | number)[]): Promise<unknown>;
   agentPendingDrain(list: string): Promise<string[]>;
 };
 
@@ -70,16 +88,23 @@ export class PendingInputs {
     this.redis = redis as Scripted;
   }
 
-  /** Appends the input to its session's list and tells who holds the session now. */
-  async push(input: PendingInput): Promise<PushResult> {
+  /**
+   * Appends the input to its session's list and tells who holds the session now. With `poke`
+   * (a letter of the input's origin, `InstanceMailbox.letter`), a holder other than the origin
+   * gets the letter in its mailbox in the same round trip.
+   */
+  async push(input: PendingInput, poke?: Letter): Promise<PushResult> {
     const { sessionId } = input.message;
-    const [length, lease] = (await this.redis.agentPendingPush(
+    const [length, lease, poked] = (await this.redis.agentPendingPush(
       this.keys.pending(sessionId),
       this.keys.lease(sessionId),
       JSON.stringify(input),
       LIST_TTL_MS,
-    )) as [number, string | null];
-    return lease ? { holder: parseLeaseValue(lease).instanceId, length } : { length };
+      input.origin,
+      ...(poke ? [poke.head, MESSAGE_FIELD, poke.data, poke.maxLen, poke.ttlMs] : ['']),
+    )) as [number, string | null, number];
+    const result = { length, poked: poked === 1 };
+    return lease ? { holder: parseLeaseValue(lease).instanceId, ...result } : result;
   }
 
   /** Takes every input of the session's list, in order (none: an empty list). */

@@ -104,18 +104,30 @@ export class SessionLeases {
    * (`afterCleanRelease`); recorded only when the lease was still this grant's.
    */
   async release(grant: LeaseGrant, clean = false): Promise<boolean> {
+    return (await this.releaseCounting(grant, clean)).released;
+  }
+
+  /**
+   * `release`, and in the same round trip how many inputs wait in the session's pending list at
+   * that moment (the holder wakes the session again if any do).
+   */
+  async releaseCounting(
+    grant: LeaseGrant,
+    clean = false,
+  ): Promise<{ released: boolean; pending: number }> {
     const own = this.grants.get(grant.sessionId);
     if (own?.grant.fence === grant.fence) this.grants.delete(grant.sessionId);
     const value = `${this.options.instanceId}|${grant.fence}`;
-    const released = await this.commands.agentLeaseRelease(
+    const [deleted, pending] = await this.commands.agentLeaseRelease(
       this.keys.lease(grant.sessionId),
       this.keys.released(grant.sessionId),
+      this.keys.pending(grant.sessionId),
       value,
       grant.fence,
       clean ? '1' : '0',
       CLEAN_MARK_MS,
     );
-    return released === 1;
+    return { released: deleted === 1, pending };
   }
 
   /**

@@ -118,7 +118,7 @@ export async function createSqlStores(
   }
   const stores: SqlStores = {
     sessions: new SqlSessionStore(opened.db),
-    log: new SqlMessageLog(opened.db, options.fencing),
+    log: new SqlMessageLog(opened.db, options.fencing, opened.dialect),
     inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
     fences: new SqlSessionFences(opened.db),
     ...(options.fencing ? { fencing: options.fencing } : {}),

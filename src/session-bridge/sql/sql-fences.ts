@@ -38,7 +38,9 @@ async function recordFence(
  * Inside a write's transaction: refuses the write with `FencedWriteError` when `fencing` gives
  * one of the written sessions (with the turn the write is of) a fence older than one the store
  * has seen (no fence for a session: nothing is checked for it). Sessions are checked in one order, so that two transactions
- * over the same sessions lock their rows alike.
+ * over the same sessions lock their rows alike. On PostgreSQL a holder's writes of one session
+ * whose fence is recorded take the one-statement path of `fenced-statements.ts` instead; this
+ * is the path of the rest (SQLite, several sessions at once, a fence not recorded yet).
  */
 export async function checkFences(
   trx: Kysely<Database>,

@@ -9,6 +9,8 @@ import {
   type WriteFencing,
 } from '../../contracts';
 import type { Database, InboxTable, SqlDialect } from './schema';
+import { guardedInboxUpdate } from './fenced-statements';
+import { InboxSessions } from './inbox-sessions';
 import { checkFences } from './sql-fences';
 import { guarded } from './store-errors';
 
@@ -44,7 +46,12 @@ export class SqlInputInbox implements InputInbox {
     private readonly dialect: SqlDialect,
     /** Distributed mode: a turn's `enterTurn` and `settle` carry its fence (`WriteFencing`). */
     private readonly fencing?: WriteFencing,
-  ) {}
+  ) {
+    if (fencing && dialect === 'postgres') this.sessions = new InboxSessions(db);
+  }
+
+  /** Fenced on PostgreSQL: the sessions of entries, for one-statement fenced writes. */
+  private readonly sessions?: InboxSessions;
 
   /** Accepts waiting for the next write, in arrival order. */
   private batch: PendingAccept[] = [];
@@ -81,6 +88,8 @@ export class SqlInputInbox implements InputInbox {
       const results = await guarded('inbox', 'accept an input', () =>
         this.insertAll(batch.map((pending) => pending.message)),
       );
+      // Committed: each entry's session is known from now on.
+      for (const { entry } of results) this.sessions?.learn(entry.id, entry.sessionId);
       batch.forEach((pending, i) => pending.resolve(results[i]));
     } catch (error) {
       // A batch fails as a whole only for a database-wide reason (its rows cannot conflict
@@ -133,17 +142,9 @@ export class SqlInputInbox implements InputInbox {
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
     turnId = normaliseText(turnId);
     await guarded('inbox', 'record the turn of inputs', async () => {
-      for (const chunk of chunks(ids)) {
-        await this.fenced(chunk, turnId, (db) =>
-          // A settled entry stays as it settled.
-          db
-            .updateTable('inbox')
-            .set({ turn_id: turnId })
-            .where('id', 'in', chunk)
-            .where('settled_at', 'is', null)
-            .execute(),
-        );
-      }
+      // A settled entry stays as it settled.
+      for (const chunk of chunks(ids))
+        await this.updateUnsettled(chunk, turnId, { turn_id: turnId });
     });
   }
 
@@ -154,33 +155,41 @@ export class SqlInputInbox implements InputInbox {
         settled_at: new Date().toISOString(),
       };
       const turnId = settlement.settled === 'turn' ? normaliseText(settlement.turnId) : undefined;
-      for (const chunk of chunks(ids)) {
-        await this.fenced(chunk, turnId, (db) =>
-          // Only unsettled rows: the first settlement stays.
-          db
-            .updateTable('inbox')
-            .set(values)
-            .where('id', 'in', chunk)
-            .where('settled_at', 'is', null)
-            .execute(),
-        );
-      }
+      // Only unsettled rows: the first settlement stays.
+      for (const chunk of chunks(ids)) await this.updateUnsettled(chunk, turnId, values);
     });
   }
 
   /**
-   * Runs `write` over the unsettled entries `ids` names; with fencing, in one transaction that
-   * first checks the fences of their sessions (see `checkFences`).
+   * Sets `set` on the unsettled entries `ids` names. With fencing: on PostgreSQL, entries of one
+   * session in one guarded statement (`guardedInboxUpdate`, the session known from
+   * `InboxSessions`); otherwise in one transaction that first checks the fences of their
+   * sessions (see `checkFences`).
    */
-  private async fenced(
+  private async updateUnsettled(
     ids: string[],
     turnId: string | undefined,
-    write: (db: Kysely<Database>) => Promise<unknown>,
+    set: Partial<Record<'turn_id' | 'settlement' | 'settled_at', string>>,
   ): Promise<void> {
+    const write = (db: Kysely<Database>) =>
+      db
+        .updateTable('inbox')
+        .set(set)
+        .where('id', 'in', ids)
+        .where('settled_at', 'is', null)
+        .execute();
     const fencing = this.fencing;
     if (!fencing) {
       await write(this.db);
       return;
+    }
+    if (this.sessions) {
+      const sessions = await this.sessions.of(ids);
+      if (sessions.size === 0) return;
+      const [sessionId] = sessions;
+      const guarded = { sessionId, turnId, ids };
+      if (sessions.size === 1 && (await guardedInboxUpdate(this.db, fencing, guarded, set))) return;
+      this.sessions.forget(ids);
     }
     await this.db.transaction().execute(async (trx) => {
       const rows = await trx

@@ -13,7 +13,8 @@ import {
   normaliseDeep,
   normaliseText,
 } from '../../contracts';
-import type { Database, MessagesTable } from './schema';
+import { guardedAppend } from './fenced-statements';
+import type { Database, MessagesTable, SqlDialect } from './schema';
 import { checkFences } from './sql-fences';
 import { guarded } from './store-errors';
 
@@ -44,12 +45,16 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     private readonly db: Kysely<Database>,
     /** Distributed mode: appends carry their session's fence (see `WriteFencing`). */
     private readonly fencing?: WriteFencing,
+    /** On PostgreSQL a fenced append of one session is one guarded statement. */
+    private readonly dialect: SqlDialect = 'sqlite',
   ) {}
 
   async append(messages: NewMessage[]): Promise<Message[]> {
     return guarded('archive', 'append messages', async () => {
       if (messages.length === 0) return [];
       const rows = messages.map((m) => toRow(normaliseDeep(m), m.createdAt ?? this.now()));
+      const fencing = this.dialect === 'postgres' ? this.fencing : undefined;
+      if (fencing && (await guardedAppend(this.db, fencing, rows))) return rows.map(fromRow);
       // One transaction: a tool-call group is persisted whole or not at all.
       const stored = await this.db.transaction().execute(async (trx) => {
         if (this.fencing) await checkFences(trx, this.fencing, sessionTurns(rows));

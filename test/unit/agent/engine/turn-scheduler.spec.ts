@@ -30,8 +30,9 @@ function setup() {
   const archived: NewMessage[] = [];
   let gate: Deferred<void> | undefined;
   const events: { name: string; payload: any }[] = [];
+  const inbox = new MemoryInputInbox();
   const deps = {
-    inbox: new MemoryInputInbox(),
+    inbox,
     archive: {
       append: async (messages: NewMessage[]): Promise<Message[]> => {
         if (gate) await gate.promise;
@@ -60,6 +61,7 @@ function setup() {
     runs[index].end.resolve({ turnId: runs[index].turn.id, outcome });
   return {
     scheduler,
+    inbox,
     runs,
     endTurn,
     archived,
@@ -142,6 +144,32 @@ describe('TurnScheduler', () => {
     expect(t.scheduler.waiting('s').map((m) => m.content)).toEqual(['C1']);
     expect(t.scheduler.abort('s', { turnId: t.runs[0].turn.id })).toBe(true);
     expect(t.scheduler.abort('s', { turnId: t.runs[0].turn.id })).toBe(true);
+  });
+
+  it("enterRecorded: `recorded` resolves once the inbox has the engine's one write of the settlement (false when it failed)", async () => {
+    const t = setup();
+    const { inbox } = t;
+    const writes: Deferred<void>[] = [];
+    inbox.settle = () => {
+      const write = new Deferred<void>();
+      writes.push(write);
+      return write.promise;
+    };
+    const first = t.scheduler.enterRecorded({ ...human('H1'), id: 'i1' });
+    let recorded: boolean | undefined;
+    void first.recorded.then((r) => (recorded = r));
+    t.endTurn(0, 'replied');
+    expect(await first.settlement).toMatchObject({ settled: 'turn', outcome: 'replied' });
+    await flush();
+    expect(writes).toHaveLength(1);
+    expect(recorded).toBeUndefined();
+    writes[0].resolve();
+    expect(await first.recorded).toBe(true);
+
+    inbox.settle = () => Promise.reject(new Error('database away'));
+    const second = t.scheduler.enterRecorded({ ...human('H2'), id: 'i2' });
+    t.endTurn(1, 'replied');
+    expect(await second.recorded).toBe(false);
   });
 
   it('S8: agent:queue follows every change of the waiting list', async () => {

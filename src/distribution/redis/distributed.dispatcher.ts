@@ -125,10 +125,9 @@ export class DistributedDispatcher implements WorkDispatcher {
   }
 
   /**
-   * A session's turn started or ended, or its waiting list changed (the engine's events): once
-   * the current callbacks ran, its state goes to the other instances' views. The states of every
-   * session that changed meanwhile go together, in one round trip: under load a turn's start,
-   * end and queue changes of many sessions fall in the same turn of the event loop.
+   * A session's turn started or ended, or its waiting list changed: once the current callbacks
+   * ran, the states of every session that changed meanwhile go to the other instances' views
+   * together, in one round trip (under load many fall in the same turn of the event loop).
    */
   viewChanged(sessionId: string): void {
     if (this.viewDue.has(sessionId)) return;
@@ -180,8 +179,7 @@ export class DistributedDispatcher implements WorkDispatcher {
       const push = () => this.parts.pending.push(input, letter);
       pushed = await this.guard('the input was not accepted', push);
     } catch (error) {
-      // Not on its way: the caller hears of the failure (Redis unreachable: a
-      // `RedisUnavailableError`, which the gate settles as `store-unavailable`).
+      // Not on its way: the caller hears of the failure (`RedisUnavailableError`: unavailable).
       this.waiters.forget(id);
       throw error;
     }

@@ -50,7 +50,7 @@ interface HeldSession {
   unsettled: number;
   /** Set when the lease was found lost: settlements are then the new holder's to give. */
   lost: boolean;
-  /** Set when the inbox did not take a settlement: the next holder must look (no clean release). */
+  /** The inbox did not take a settlement: the next holder must look (no clean release). */
   unrecorded: boolean;
   /** Drains of the pending list, one after another (S8: the list's order is the lane's). */
   draining: Promise<void>;
@@ -160,9 +160,8 @@ export class HeldSessions {
 
   /**
    * After the lease was taken: the previous holder's interrupted turns are closed and the inputs
-   * its lane had taken enter this one first, in their order (their callers, wherever they wait,
-   * find the settlement in the inbox). Whether it was done (not before the application provides
-   * the takeover).
+   * its lane had taken enter this one first, in order (their callers find the settlement in the
+   * inbox). Whether it was done (not before the application provides the takeover).
    */
   private async takeOver(session: HeldSession): Promise<boolean> {
     const takeover = this.parts.takeover();
@@ -275,19 +274,15 @@ export class HeldSessions {
           this.parts.route({ ...input, origin }, settlement);
         }
       }
-      // The engine records the settlement after resolving it: the session is let go only once
-      // the inbox has it, or the next holder's takeover would close the ended turn again. A
-      // record that failed leaves the release unclean, so that the next holder looks.
+      // Let go only once the inbox has the settlement (else the next takeover closes the ended
+      // turn again); a failed record leaves the release unclean, so the next holder looks.
       if (!(await entered.recorded)) session.unrecorded = true;
       session.unsettled--;
       session.changed();
     });
   }
 
-  /**
-   * Lets the lease go (`clean`: its lane idle, nothing interrupted, so the next grant skips the
-   * takeover) and wakes the session again if inputs came after the last drain.
-   */
+  /** Lets the lease go (`clean`: nothing interrupted, the next grant skips the takeover). */
   private async letGo(session: HeldSession, clean: boolean): Promise<void> {
     const { sessionId } = session.grant;
     this.running.delete(sessionId);
@@ -295,9 +290,8 @@ export class HeldSessions {
     const { pending } = await this.parts.leases
       .releaseCounting(session.grant, clean)
       .catch(() => ({ pending: undefined }));
-    // A lost lease is let go while the lane may still run the old turn (the process was paused):
-    // its writes must keep carrying the old fence, so that the store refuses them. The fence is
-    // replaced at this instance's next grant of the session.
+    // A lost lease is let go while the lane may still run the old turn (a pause): its writes keep
+    // the old fence, which the store refuses; this instance's next grant replaces it.
     if (!session.lost) this.parts.fencing.released(sessionId);
     if ((pending ?? (await this.parts.pending.length(sessionId))) > 0)
       await this.parts.wake.wake(sessionId);

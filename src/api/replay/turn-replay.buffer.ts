@@ -1,18 +1,10 @@
-import type {
-  StreamEvent,
-  TokenUsageEvent,
-  ToolExecuteEvent,
-  TurnEndEvent,
-  TurnStartEvent,
-} from '../../contracts';
+import type { AgentEventMap, StreamEvent, TokenUsageEvent } from '../../contracts';
 
 /** The agent events that make up a turn's stream (`TurnStreamPosition`), numbered by `seq`. */
-export interface TurnStreamEventMap {
-  'agent:turn:start': TurnStartEvent;
-  'outbound:stream': StreamEvent;
-  'tool:execute': ToolExecuteEvent;
-  'agent:turn:end': TurnEndEvent;
-}
+export type TurnStreamEventMap = Pick<
+  AgentEventMap,
+  'agent:turn:start' | 'outbound:stream' | 'tool:execute' | 'agent:turn:end'
+>;
 
 /** The name of an event of a turn's stream. */
 export type TurnStreamEventName = keyof TurnStreamEventMap;

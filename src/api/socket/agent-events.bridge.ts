@@ -1,6 +1,7 @@
 import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { OnEvent } from '@nestjs/event-emitter';
 import type {
+  AgentEventMap,
   ApprovalEvent,
   OutgoingMessage,
   QueueEvent,
@@ -27,17 +28,18 @@ import {
 } from './socket-events';
 
 /** The agent events the bridge delivers, by name. */
-interface BridgedEvents {
-  'agent:turn:start': TurnStartEvent;
-  'agent:turn:end': TurnEndEvent;
-  'outbound:stream': StreamEvent;
-  'outbound:message': OutgoingMessage;
-  'agent:queue': QueueEvent;
-  'token:usage': TokenUsageEvent;
-  'tool:execute': ToolExecuteEvent;
-  'session:deleted': SessionDeletedEvent;
-  'agent:approval': ApprovalEvent;
-}
+type BridgedEvents = Pick<
+  AgentEventMap,
+  | 'agent:turn:start'
+  | 'agent:turn:end'
+  | 'outbound:stream'
+  | 'outbound:message'
+  | 'agent:queue'
+  | 'token:usage'
+  | 'tool:execute'
+  | 'session:deleted'
+  | 'agent:approval'
+>;
 
 type BridgedName = keyof BridgedEvents;
 

@@ -14,8 +14,8 @@
  * 2. Wake-job adds per idle-to-busy transition: BullMQ's job id counter of the wake queue (every
  *    add, deduplicated ones too) against the lease grants (the sum of the sessions' fence
  *    counters), over the cold and the warm runs.
- * 3. Added latency per input, distributed minus in-process, cold and warm
- *    (`distributed-latency.ts`).
+ * 3. Added latency per input, distributed minus in-process, cold (an idle session taken by the
+ *    instance its input came to, and through a wake job) and warm (`distributed-latency.ts`).
  * 4. Round trips per input: PostgreSQL queries and Redis commands, by kind
  *    (`distributed-round-trips.ts`).
  *
@@ -312,6 +312,14 @@ async function latencySection(db: string): Promise<string[]> {
       LATENCY_BLOCK,
       LATENCY_WARM_UP,
     );
+    // The same with every idle-to-busy transition through a wake job (`runWhereReceived: false`).
+    const viaJob = await coldLatency(
+      db,
+      { ...base, instanceId: 'lat-j', runWhereReceived: false },
+      LATENCY_BLOCKS,
+      LATENCY_BLOCK,
+      LATENCY_WARM_UP,
+    );
     const warm = await warmLatency(
       db,
       { ...base, instanceId: 'lat-a' },
@@ -337,9 +345,15 @@ async function latencySection(db: string): Promise<string[]> {
         cold.inProcess,
       ),
       row(
-        'cold, distributed (1 instance): wake job, lease, fence claim',
+        'cold, distributed (1 instance): taken where it came (push takes the lease), fence claim',
         cold.distributed,
         cold.inProcess,
+      ),
+      row('cold, in one process (baseline of the next row)', viaJob.inProcess, viaJob.inProcess),
+      row(
+        'cold, distributed, `runWhereReceived: false`: wake job, lease, fence claim',
+        viaJob.distributed,
+        viaJob.inProcess,
       ),
       row('warm, in one process (baseline): way in + way back', warm.inProcess, warm.inProcess),
       row(

@@ -49,6 +49,7 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
             ...(distribution.instanceId ? { instanceId: distribution.instanceId } : {}),
             leaseMs: distribution.leaseMs,
             concurrency: distribution.concurrency,
+            runWhereReceived: distribution.runWhereReceived,
             prefix: distribution.prefix,
           },
         }

@@ -25,6 +25,8 @@ export interface AppConfig {
     concurrency: number;
     /** `AGENT_QUEUE_PREFIX`. */
     prefix: string;
+    /** `AGENT_RUN_WHERE_RECEIVED`. */
+    runWhereReceived: boolean;
   };
   /** Bounds of the agent (README, "Configuration (server)"). */
   limits: {
@@ -166,10 +168,7 @@ function limits(env: NodeJS.ProcessEnv): AppConfig['limits'] {
   };
 }
 
-/**
- * Distributed mode's settings, when `REDIS_URL` is set: it needs PostgreSQL (`AGENT_DB`), since
- * a SQLite file cannot be shared by several instances.
- */
+/** Distributed mode's settings, when `REDIS_URL` is set: it needs PostgreSQL (`AGENT_DB`). */
 function distribution(
   env: NodeJS.ProcessEnv,
   db: AppConfig['db'],
@@ -185,6 +184,9 @@ function distribution(
   }
   const leaseMs = integer(env, 'AGENT_LEASE_MS', 10_000, 300);
   const concurrency = integer(env, 'AGENT_CONCURRENCY', 64, 1);
+  const where = env.AGENT_RUN_WHERE_RECEIVED?.trim().toLowerCase() || 'true';
+  if (where !== 'true' && where !== 'false')
+    throw new ConfigError(`AGENT_RUN_WHERE_RECEIVED must be true or false, got "${where}"`);
   const redis = env.REDIS_URL?.trim();
   if (!redis) return undefined;
   const redisUrl = url('REDIS_URL', redis, ['redis:', 'rediss:']);
@@ -199,6 +201,7 @@ function distribution(
     leaseMs,
     concurrency,
     prefix,
+    runWhereReceived: where === 'true',
   };
 }
 

@@ -26,6 +26,8 @@ export interface DistributedSetting {
   instanceId: string;
   /** Sessions the instance runs at once (the wake worker's concurrency). */
   concurrency: number;
+  /** `false`: idle sessions go through a wake job even when their input came here. */
+  runWhereReceived?: boolean;
 }
 
 /** An agent on PostgreSQL, in one process or one instance of distributed mode. */

@@ -44,6 +44,13 @@ export interface DistributionOptions {
   concurrency?: number;
   /** Prefix of the Redis keys and of the BullMQ queue. @default 'agent' */
   prefix?: string;
+  /**
+   * Whether an input for an idle session is run by the instance that received it, when fewer
+   * than `concurrency` sessions run there: its lease is taken in the round trip that queues the
+   * input, and no wake job is added. `false`: every idle-to-busy transition goes through a wake
+   * job, taken by whichever instance's worker is free. @default true
+   */
+  runWhereReceived?: boolean;
 }
 
 /** `DistributionOptions` with defaults applied. */
@@ -80,6 +87,9 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
       fail(`distribution.${name} must be a whole number of at least ${min}`);
     return n;
   };
+  const runWhereReceived = options.runWhereReceived ?? true;
+  if (typeof runWhereReceived !== 'boolean')
+    fail('distribution.runWhereReceived must be a boolean');
   const prefix = options.prefix ?? 'agent';
   if (!/^[\w.-]+$/.test(prefix)) fail('distribution.prefix must be letters, digits, _ . or -');
   return {
@@ -90,6 +100,7 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
     leaseMs: whole('leaseMs', options.leaseMs, 10_000, 300),
     concurrency: whole('concurrency', options.concurrency, 64, 1),
     prefix,
+    runWhereReceived,
   };
 }
 
@@ -118,6 +129,11 @@ export interface DistributionRuntime {
   readonly instanceId: string;
   /** The wake job of a session (the wake worker's processor calls it). */
   runWake(sessionId: string): Promise<RunOutcome>;
+  /**
+   * Calls `listener` with the number of sessions this instance runs that it took where their
+   * input came (no wake job), whenever it changes: the worker takes that many fewer jobs.
+   */
+  onDirectRuns(listener: (count: number) => void): void;
   /** Provides the engine's takeover of a session (`InputRecovery.takeOver`). */
   setTakeover(takeover: SessionTakeover): void;
   /**

@@ -57,8 +57,11 @@ describeRedis('distributed dispatch (two instances)', () => {
     let db: TempDb;
     let server: FakeOpenAiServer;
     const instances: Instance[] = [];
+    let redis: Redis;
+    beforeAll(() => (redis = testRedis()));
+    afterAll(() => redis.quit());
 
-    async function instance(id: string): Promise<Instance> {
+    async function instance(id: string, runWhereReceived = true): Promise<Instance> {
       const redis: Redis = testRedis();
       let dispatcher: DistributedDispatcher | undefined;
       const leases = new SessionLeases(redis, {
@@ -87,6 +90,8 @@ describeRedis('distributed dispatch (two instances)', () => {
         }),
         requestTimeoutMs: 5_000,
         leaseMs: 5_000,
+        concurrency: 64,
+        runWhereReceived,
         inbox: stores.inbox,
         remote: new RemoteView(redis, { prefix, instanceId: id }),
       };
@@ -282,8 +287,9 @@ describeRedis('distributed dispatch (two instances)', () => {
     });
 
     it('an idle session costs one wake job per idle-to-busy transition; inputs while it is held cost none', async () => {
-      const a = await instance('inst-a');
-      const b = await instance('inst-b');
+      // Through wake jobs only: by default the instance an idle session's input came to runs it.
+      const a = await instance('inst-a', false);
+      const b = await instance('inst-b', false);
       server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
 
       const first = a.harness.agent.handleMessage(human('s', 'H1'));
@@ -310,6 +316,31 @@ describeRedis('distributed dispatch (two instances)', () => {
         outcome: 'replied',
       });
       expect([...a.jobs, ...b.jobs]).toEqual(['s', 's']);
+    });
+
+    it('an idle session is run by the instance its input came to, with no wake job; inputs while it is held go to that instance', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' }, { text: 'R3' });
+      const first = b.harness.agent.handleMessage(human('s', 'H1'));
+      const t1 = await turnStart('s', 'H1');
+      await server.nextRequest();
+      expect(ranOn(t1)).toEqual(['inst-b']);
+      expect(await a.leases.holder('s')).toMatchObject({ instanceId: 'inst-b' });
+      const joined = a.harness.agent.handleMessage(human('s', 'H2'));
+      await b.harness.waitFor('agent:queue', (q) => q.sessionId === 's' && q.waiting.length === 1);
+      server.release();
+      const settled = await Promise.all([first, joined]);
+      expect(settled.map((x) => x.settled === 'turn' && x.outcome)).toEqual(['replied', 'replied']);
+
+      // Idle again: the next input, sent to a, runs on a; no job was ever added.
+      await letGo('s');
+      const third = await a.harness.agent.handleMessage(human('s', 'H3'));
+      expect(third).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R3' });
+      expect(ranOn((third as Extract<Settlement, { settled: 'turn' }>).turnId)).toEqual(['inst-a']);
+      expect([...a.jobs, ...b.jobs]).toEqual([]);
+      await letGo('s');
+      expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
     });
 
     it('S3: an abort from the other instance stops the turn where it runs and answers true; a stale turnId answers false', async () => {

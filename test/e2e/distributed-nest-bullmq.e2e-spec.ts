@@ -4,7 +4,7 @@ import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq
 import { Module, type DynamicModule, type INestApplication } from '@nestjs/common';
 import { EventEmitterModule } from '@nestjs/event-emitter';
 import { Test } from '@nestjs/testing';
-import type { Job, Queue, Worker } from 'bullmq';
+import { QueueEvents, type Job, type Queue, type Worker } from 'bullmq';
 import type Redis from 'ioredis';
 import {
   AgentModule,
@@ -106,7 +106,7 @@ describeRedis('distributed mode through @nestjs/bullmq', () => {
     });
 
     /** The host's agent options, from its configuration module. */
-    function agentOptions(config: { prefix: string }): AgentModuleOptions {
+    function agentOptions(config: { prefix: string; concurrency?: number }): AgentModuleOptions {
       return {
         llmProvider: new OpenAiCompatibleProvider({
           baseURL: server.url,
@@ -123,7 +123,7 @@ describeRedis('distributed mode through @nestjs/bullmq', () => {
           instanceId: 'nest-host',
           prefix: config.prefix,
           leaseMs: 1_500,
-          concurrency: 3,
+          concurrency: config.concurrency ?? 3,
         },
       };
     }
@@ -203,7 +203,7 @@ describeRedis('distributed mode through @nestjs/bullmq', () => {
       expect(processor.worker.concurrency).toBe(3);
       expect(processor.isRunning()).toBe(true);
 
-      // An input travels through the wake queue to the agent's worker and is answered.
+      // An input is answered (run here, where it came: the session was idle).
       server.enqueue({ text: 'R1' });
       await expect(
         app.get(AgentService).handleMessage({ sessionId: 's', content: 'H1' }),
@@ -230,6 +230,55 @@ describeRedis('distributed mode through @nestjs/bullmq', () => {
       await app.close();
       app = undefined;
       expect(processor.isRunning()).toBe(false);
+    });
+
+    it("sessions taken where their input came share the instance's concurrency with wake jobs: the worker takes fewer, and a job finding every slot taken comes back later", async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),
+          AgentModule.forRootAsync({
+            distributed: true,
+            useFactory: () => agentOptions({ prefix: agentPrefix, concurrency: 2 }),
+          }),
+        ],
+      }).compile();
+      app = moduleRef.createNestApplication({ logger: false });
+      await app.init();
+      const agent = app.get(AgentService);
+      const { worker } = app.get<WakeProcessor>(WAKE_WORKER);
+      const events = new QueueEvents(WAKE_QUEUE, {
+        connection: redisConnection(),
+        prefix: agentPrefix,
+      });
+      await events.waitUntilReady();
+      try {
+        expect(worker.concurrency).toBe(2);
+        server.enqueue({ text: 'RX', hold: true }, { text: 'RY', hold: true }, { text: 'RZ' });
+        const x = agent.handleMessage({ sessionId: 'x', content: 'HX' });
+        await server.nextRequest();
+        expect(worker.concurrency).toBe(1);
+        const y = agent.handleMessage({ sessionId: 'y', content: 'HY' });
+        await server.nextRequest();
+        // Both slots are taken: z's input goes through a wake job, which finds no slot.
+        const delayed = new Promise<void>((resolve) => events.once('delayed', () => resolve()));
+        const z = agent.handleMessage({ sessionId: 'z', content: 'HZ' });
+        await delayed;
+        expect(server.requests).toHaveLength(2);
+        server.release();
+        const settled = await Promise.all([x, y, z]);
+        expect(settled.map((s) => s.settled === 'turn' && s.reply).sort()).toEqual([
+          'RX',
+          'RY',
+          'RZ',
+        ]);
+        // Once the sessions are let go (after their settlements), the worker has both slots again.
+        for (const until = Date.now() + 5_000; worker.concurrency !== 2 && Date.now() < until;) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(worker.concurrency).toBe(2);
+      } finally {
+        await events.close();
+      }
     });
   });
 });

@@ -85,62 +85,71 @@ describeRedis('distributed mode: two server processes', () => {
       expect(messages.map((m) => m.content)).toEqual(['H1', 'R1', 'H2', 'R2']);
     });
 
-    it('S1, P4: the holder killed mid-turn with an input waiting: the other server takes the session over, closes the turn once and runs the input', async () => {
-      const [a, b] = [server('inst-a'), server('inst-b')];
-      const [urlA, urlB] = await Promise.all([a.url(), b.url()]);
-      model.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
-      const first = post(urlA, 's', 'H1').then(
-        (r) => r,
-        (error: unknown) => error,
-      );
-      await model.nextRequest();
-      // The holder is the instance the session's state names (either server knows it).
-      let holderUrl = '';
-      await waitUntil(async () => {
-        const state = await session(urlA, 's');
-        if (state.body.runningTurnId && state.body.holder) {
-          holderUrl = state.body.holder === 'inst-a' ? urlA : urlB;
-        }
-        return holderUrl !== '';
-      });
-      const [holder, survivor] = holderUrl === urlA ? [a, b] : [b, a];
-      const survivorUrl = holderUrl === urlA ? urlB : urlA;
-      const second = post(survivorUrl, 's', 'H2').then((r) => r);
-      await waitUntil(async () => (await session(holderUrl, 's')).body.waiting === 1);
-
-      holder.signal('SIGKILL');
-      await holder.exited;
-
-      const r2 = await second;
-      expect(r2.status).toBe(200);
-      expect(r2.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
-      if (survivor === a) {
-        // H1's caller waited on the survivor: it gets the interrupted turn's outcome.
-        const r1 = (await first) as { status: number; body: unknown };
-        expect(r1.body).toMatchObject({
-          settled: 'turn',
-          outcome: 'error',
-          error: '[error] The turn was interrupted by a restart.',
+    it.each([
+      ['run where its input came (no wake job: the heartbeat sweep wakes it)', 'true'],
+      ['taken by a wake job (BullMQ delivers the stalled job again)', 'false'],
+    ])(
+      'S1, P4: the holder killed mid-turn with an input waiting, the session %s: the other server takes the session over, closes the turn once and runs the input',
+      async (_how, runWhereReceived) => {
+        const env = { AGENT_RUN_WHERE_RECEIVED: runWhereReceived };
+        const [a, b] = [servers.start('inst-a', env), servers.start('inst-b', env)];
+        const [urlA, urlB] = await Promise.all([a.url(), b.url()]);
+        model.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+        const first = post(urlA, 's', 'H1').then(
+          (r) => r,
+          (error: unknown) => error,
+        );
+        await model.nextRequest();
+        // The holder is the instance the session's state names (either server knows it).
+        let holderUrl = '';
+        await waitUntil(async () => {
+          const state = await session(urlA, 's');
+          if (state.body.runningTurnId && state.body.holder) {
+            holderUrl = state.body.holder === 'inst-a' ? urlA : urlB;
+          }
+          return holderUrl !== '';
         });
-      }
-      const history = await request(survivorUrl)
-        .get('/agent/sessions/s/history')
-        .set('Authorization', `Bearer ${TEST_TOKEN}`);
-      const messages = history.body.messages as Array<{
-        role: string;
-        content: string;
-        kind?: string;
-        metadata: Record<string, unknown>;
-      }>;
-      const conversation = messages.filter((m) => !m.kind).map((m) => m.content);
-      expect(conversation).toEqual(['H1', 'H2', 'R2']);
-      // The interrupted turn is closed once: one record of it, outcome error.
-      const records = messages.filter(
-        (m) => (m.metadata.turnRecord as { outcome?: string } | undefined)?.outcome === 'error',
-      );
-      expect(records).toHaveLength(1);
-      expect(model.requests).toHaveLength(2);
-    });
+        const [holder, survivor] = holderUrl === urlA ? [a, b] : [b, a];
+        // Run where its input came: the holder is the server H1 was posted to.
+        if (runWhereReceived === 'true') expect(holder).toBe(a);
+        const survivorUrl = holderUrl === urlA ? urlB : urlA;
+        const second = post(survivorUrl, 's', 'H2').then((r) => r);
+        await waitUntil(async () => (await session(holderUrl, 's')).body.waiting === 1);
+
+        holder.signal('SIGKILL');
+        await holder.exited;
+
+        const r2 = await second;
+        expect(r2.status).toBe(200);
+        expect(r2.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R2' });
+        if (survivor === a) {
+          // H1's caller waited on the survivor: it gets the interrupted turn's outcome.
+          const r1 = (await first) as { status: number; body: unknown };
+          expect(r1.body).toMatchObject({
+            settled: 'turn',
+            outcome: 'error',
+            error: '[error] The turn was interrupted by a restart.',
+          });
+        }
+        const history = await request(survivorUrl)
+          .get('/agent/sessions/s/history')
+          .set('Authorization', `Bearer ${TEST_TOKEN}`);
+        const messages = history.body.messages as Array<{
+          role: string;
+          content: string;
+          kind?: string;
+          metadata: Record<string, unknown>;
+        }>;
+        const conversation = messages.filter((m) => !m.kind).map((m) => m.content);
+        expect(conversation).toEqual(['H1', 'H2', 'R2']);
+        // The interrupted turn is closed once: one record of it, outcome error.
+        const records = messages.filter(
+          (m) => (m.metadata.turnRecord as { outcome?: string } | undefined)?.outcome === 'error',
+        );
+        expect(records).toHaveLength(1);
+        expect(model.requests).toHaveLength(2);
+      },
+    );
 
     it('a dashboard connected to either server sees the turns of the session, wherever they run', async () => {
       const [a, b] = [server('inst-a'), server('inst-b')];

@@ -124,6 +124,7 @@ describe('the server process (src/main.ts)', () => {
     ['REDIS_URL', 'redis://127.0.0.1:6379'],
     ['AGENT_LEASE_MS', '5'],
     ['AGENT_CONCURRENCY', '0'],
+    ['AGENT_RUN_WHERE_RECEIVED', 'maybe'],
     ['AGENT_QUEUE_PREFIX', 'a b'],
     ['AGENT_INSTANCE_ID', 'has space'],
     ['HTTP_MAX_CONNECTIONS', 'lots'],

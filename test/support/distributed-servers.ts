@@ -21,12 +21,16 @@ export class DistributedServers {
     this.prefix = testPrefix();
   }
 
-  /** Starts one more server process named `instanceId` (its URL comes with `url()`). */
-  start(instanceId: string): ServerProcess {
+  /**
+   * Starts one more server process named `instanceId` (its URL comes with `url()`), with `env`
+   * added to its environment.
+   */
+  start(instanceId: string, env: Record<string, string> = {}): ServerProcess {
     const { model, db, prefix } = this;
-    const proc = ServerProcess.start(
-      distributedServerEnv({ modelUrl: model.url, dbUrl: db.url, prefix, instanceId }),
-    );
+    const proc = ServerProcess.start({
+      ...distributedServerEnv({ modelUrl: model.url, dbUrl: db.url, prefix, instanceId }),
+      ...env,
+    });
     this.procs.push(proc);
     return proc;
   }

@@ -24,6 +24,12 @@ export interface DistributedDispatcherParts {
   requestTimeoutMs: number;
   /** The lease length (ms). */
   leaseMs: number;
+  /** Sessions run here at once (wake jobs and sessions taken where their input came). */
+  concurrency: number;
+  /** Whether an idle session is run by the instance its input came to, when it has room. */
+  runWhereReceived: boolean;
+  /** Told how many sessions taken where their input came run here now. */
+  directRuns?(count: number): void;
   /** The inbox, where a settlement is found when its message did not come (a takeover). */
   inbox: SettlementSource;
   /** The other instances' sessions, for the synchronous view. */

@@ -33,6 +33,7 @@ import {
   type ApproveBody,
   type HolderState,
 } from './holder-requests';
+import { wakeDirectOrphans } from './orphan-wakes';
 import { RepeatedDeliveries } from './repeated-deliveries';
 import { SettlementWaiters } from './settlement-waiters';
 import type { DistributedDispatcherParts } from './dispatcher-parts';
@@ -44,10 +45,9 @@ const REPEAT_POLL_MS = 200;
  * The `WorkDispatcher` of distributed mode: a session's lane runs on the instance that holds its
  * lease, whichever instance took its inputs. An accepted input is pushed onto the session's
  * pending list (one order for every instance); the holder is poked through its mailbox, or, when
- * nobody holds the session, one wake job is added and whichever instance takes it runs the
- * session (`HeldSessions`). The settlement comes back to this instance through its mailbox.
- * Control goes to the holder: `abort`, `stop`, `approve` and the authoritative `waiting`,
- * `runningTurn` and `approvals`.
+ * nobody holds the session, this instance takes it (if it has room) or adds one wake job for any
+ * instance (`HeldSessions`). The settlement comes back to this instance through its mailbox.
+ * Control goes to the holder: `abort`, `stop`, `approve`, `waiting`, `runningTurn`, `approvals`.
  *
  * Holds (S4) are placed on every live instance before anything is stopped, and released on
  * every one; a hold whose instance is gone (no heartbeat) is forgotten, so no session stays held
@@ -119,6 +119,7 @@ export class DistributedDispatcher implements WorkDispatcher {
     this.parts.leases.start();
     await this.parts.registry.start(() => {
       void this.crossHolds.forgetGone();
+      void wakeDirectOrphans(this.parts);
       void this.waiters.checkOld(this.parts.inbox, this.parts.leaseMs);
       void this.parts.registry.live().then((live) => this.parts.remote.forgetGone(new Set(live)));
     });
@@ -173,23 +174,23 @@ export class DistributedDispatcher implements WorkDispatcher {
     const settlement = this.waiters.wait(id);
     const input: PendingInput = { message: { ...message, id }, origin: this.instanceId };
     let pushed: PushResult;
+    const { sessionId } = message;
+    const sentAt = this.parts.leases.clock();
     try {
-      // A holder elsewhere is poked by the push itself (one round trip).
-      const letter = this.parts.mailbox.letter(POKE, { sessionId: message.sessionId });
-      const push = () => this.parts.pending.push(input, letter);
+      // One round trip: a holder elsewhere is poked, an idle session taken here if there is room.
+      const letter = this.parts.mailbox.letter(POKE, { sessionId });
+      const takeForMs = this.held.room() ? this.parts.leaseMs : undefined;
+      const push = () => this.parts.pending.push(input, letter, takeForMs);
       pushed = await this.guard('the input was not accepted', push);
     } catch (error) {
-      // Not on its way: the caller hears of the failure (`RedisUnavailableError`: unavailable).
-      this.waiters.forget(id);
+      this.waiters.forget(id); // not on its way: the caller hears of it (`RedisUnavailableError`)
       throw error;
     }
-    // On its way from now on (the list has it): telling the holder is the rest of the job, and a
-    // failure to tell it falls back to waking the session, never to refusing the input.
-    if (!pushed.poked) {
-      await this.tell(message.sessionId, pushed.holder).catch(() =>
-        this.parts.wake.wake(message.sessionId).catch(() => undefined),
-      );
-    }
+    // On its way from now on (the list has it): running or telling the holder is the rest of the
+    // job, and a failure there falls back to waking the session, never to refusing the input.
+    const wake = () => this.parts.wake.wake(sessionId).catch(() => undefined);
+    if (pushed.granted) void this.held.runTaken(sessionId, pushed.granted, sentAt).catch(wake);
+    else if (!pushed.poked) await this.tell(sessionId, pushed.holder).catch(wake);
     return { accepted: true, settlement };
   }
 
@@ -245,6 +246,7 @@ export class DistributedDispatcher implements WorkDispatcher {
 
   async drain(): Promise<void> {
     this.repeats.close();
+    this.held.stopTaking();
     const sessions = this.held.sessions();
     await Promise.all(sessions.map((id) => this.lanes.stop(id, 'shutdown', 'shutdown')));
   }
@@ -259,9 +261,7 @@ export class DistributedDispatcher implements WorkDispatcher {
     return (await this.ask<HolderState>(sessionId, STATE, { sessionId }))?.runningTurn;
   }
 
-  activeSessions(): Promise<string[]> {
-    return Promise.resolve(this.view.activeSessions());
-  }
+  activeSessions = (): Promise<string[]> => Promise.resolve(this.view.activeSessions());
 
   /** Sends a settlement where its caller waits (Redis away: the caller finds it in the inbox). */
   private route(input: PendingInput, settlement: Settlement): void {

@@ -29,18 +29,36 @@ redis.call('SET', KEYS[1], ARGV[1] .. '|' .. f, 'PX', ARGV[2])
 return {f, clean}`;
 
 /**
- * Release (compare-and-delete): KEYS lease, released, the session's pending list; ARGV value,
- * fence, clean ('1' or '0'), how long the clean mark lives (ms). A clean release also records its
- * fence as released. `{deleted, pending}`: whether the lease was deleted, and how many inputs wait
- * in the pending list at that moment (the session is to be woken again if any do).
+ * Release (compare-and-delete): KEYS lease, released, the session's pending list, the set of
+ * sessions taken where their input came (`RedisKeys.direct`); ARGV value, fence, clean ('1' or
+ * '0'), how long the clean mark lives (ms), the session id. A clean release also records its
+ * fence as released; a deleted lease also leaves the direct set. `{deleted, pending}`: whether
+ * the lease was deleted, and how many inputs wait in the pending list at that moment (the
+ * session is to be woken again if any do).
  */
 const RELEASE = `
 local deleted = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '1' then redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[4]) end
   deleted = redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[4], ARGV[5])
 end
 return {deleted, redis.call('LLEN', KEYS[3])}`;
+
+/**
+ * Sweep of the direct set: KEYS the set; ARGV the lease keys' head. Removes and returns the
+ * sessions whose lease is gone while they are still in the set: their holder neither renewed
+ * nor released it (it died), and no wake job stands behind them.
+ */
+const SWEEP_DIRECT = `
+local orphaned = {}
+for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. session) == 0 then
+    redis.call('SREM', KEYS[1], session)
+    orphaned[#orphaned + 1] = session
+  end
+end
+return orphaned`;
 
 /** Holder: KEYS lease. `{value, pttl}` or nil. */
 const HOLDER = `
@@ -64,16 +82,22 @@ return out`;
 export interface LeaseCommands {
   /** Lease, fence and released keys; instanceId, leaseMs, floor, known value. */
   agentLeaseAcquire(...keysThenArgs: (string | number)[]): Promise<[number, number] | null>;
-  /** Lease, released and pending keys; value, fence, clean flag, the clean mark's life (ms). */
+  /**
+   * Lease, released, pending and direct keys; value, fence, clean flag, the clean mark's life
+   * (ms), session id.
+   */
   agentLeaseRelease(...keysThenArgs: (string | number)[]): Promise<[number, number]>;
   agentLeaseHolder(lease: string): Promise<[string, number] | null>;
   agentLeaseRenew(numKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>;
+  /** The direct set; the lease keys' head. */
+  agentLeaseSweepDirect(direct: string, leaseHead: string): Promise<string[]>;
 }
 
 /** Defines the lease scripts on `redis` (names of their own; defining again is harmless). */
 export function defineLeaseCommands(redis: Redis): LeaseCommands {
   redis.defineCommand('agentLeaseAcquire', { numberOfKeys: 3, lua: ACQUIRE });
-  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 3, lua: RELEASE });
+  redis.defineCommand('agentLeaseRelease', { numberOfKeys: 4, lua: RELEASE });
+  redis.defineCommand('agentLeaseSweepDirect', { numberOfKeys: 1, lua: SWEEP_DIRECT });
   redis.defineCommand('agentLeaseHolder', { numberOfKeys: 1, lua: HOLDER });
   redis.defineCommand('agentLeaseRenew', { lua: RENEW });
   return redis as unknown as LeaseCommands;

@@ -48,3 +48,30 @@ export async function wakeOrphanedSessions(parts: OrphanWakeParts): Promise<stri
     return [];
   }
 }
+
+/** What {@link wakeDirectOrphans} uses. */
+export interface DirectOrphanParts {
+  leases: { sweepDirect(): Promise<string[]> };
+  wake: { wake(sessionId: string, delayMs: number): Promise<void> };
+  leaseMs: number;
+}
+
+/**
+ * At every heartbeat: wakes the sessions taken where their input came (no wake job behind them,
+ * so BullMQ redelivers nothing) whose lease expired without a release, their holder having died.
+ * The first instance to sweep a session wakes it, a lease later, so that the takeover sees the
+ * inputs the dead holder had taken as no longer on their way. Resolves with the sessions woken;
+ * never rejects (Redis away: the sweep after its return finds them by their unsettled inputs).
+ */
+export async function wakeDirectOrphans(parts: DirectOrphanParts): Promise<string[]> {
+  try {
+    const orphaned = await parts.leases.sweepDirect();
+    for (const sessionId of orphaned) await parts.wake.wake(sessionId, parts.leaseMs);
+    if (orphaned.length) {
+      logger.warn(`Woke ${orphaned.length} session(s) whose instance stopped while running them`);
+    }
+    return orphaned;
+  } catch {
+    return [];
+  }
+}

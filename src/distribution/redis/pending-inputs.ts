@@ -23,6 +23,11 @@ export interface PushResult {
   length: number;
   /** Whether the holder, another instance, was told already (the push's letter is in its mailbox). */
   poked: boolean;
+  /**
+   * The session's lease, granted to the pusher in the same round trip (asked for, and nobody
+   * held the session): its fence, and whether the grant before it was let go cleanly.
+   */
+  granted?: { fence: number; clean: boolean };
 }
 
 /** How long a session's list lives without a push: inputs nobody took up are in the inbox. */
@@ -32,7 +37,10 @@ const LIST_TTL_MS = 24 * 60 * 60 * 1000;
  * RPUSH, refresh the TTL, read the lease's holder and, when the holder is another instance than
  * the pusher (ARGV[3]) and a letter is given (ARGV[4] the mailbox keys' head, then the entry's
  * field and data, the stream's MAXLEN and TTL), post the letter to the holder's mailbox (the
- * mailbox key is made here, from the holder found: Redis without cluster only): one round trip.
+ * mailbox key is made here, from the holder found: Redis without cluster only). When nobody
+ * holds the session and ARGV[9] (a lease length) is given, grant the lease to the pusher as the
+ * acquire script does (KEYS fence and released; lease-scripts.ts) and add the session (ARGV[10])
+ * to the direct set: one round trip.
  */
 const PUSH_SCRIPT = `
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
@@ -48,8 +56,19 @@ if lease and ARGV[4] ~= '' then
     poked = 1
   end
 end
+if not lease and ARGV[9] ~= '' then
+  local f = redis.call('INCR', KEYS[3])
+  local clean = 0
+  if redis.call('GET', KEYS[4]) == tostring(f - 1) then clean = 1 end
+  redis.call('SET', KEYS[2], ARGV[3] .. '|' .. f, 'PX', ARGV[9])
+  redis.call('SADD', KEYS[5], ARGV[10])
+  return { length, false, 0, f, clean }
+end
 return { length, lease or false, poked }
 `;
+
+/** The letter's arguments of a push without one. */
+const NO_LETTER = ['', '', '', '', ''];
 
 /** LRANGE and DEL at once: what one drain takes is gone for every other. */
 const DRAIN_SCRIPT = `
@@ -59,7 +78,7 @@ return items
 `;
 
 type Scripted = Redis & {
-  agentPendingPush(list: string, lease: string, ...args: (string | number)[]): Promise<unknown>;
+  agentPendingPush(...keysThenArgs: (string | number)[]): Promise<unknown>;
   agentPendingDrain(list: string): Promise<string[]>;
 };
 
@@ -82,7 +101,7 @@ export class PendingInputs {
   constructor(redis: Redis, prefix: string) {
     this.keys = new RedisKeys(prefix);
     if (!('agentPendingPush' in redis)) {
-      redis.defineCommand('agentPendingPush', { numberOfKeys: 2, lua: PUSH_SCRIPT });
+      redis.defineCommand('agentPendingPush', { numberOfKeys: 5, lua: PUSH_SCRIPT });
       redis.defineCommand('agentPendingDrain', { numberOfKeys: 1, lua: DRAIN_SCRIPT });
     }
     this.redis = redis as Scripted;
@@ -91,19 +110,30 @@ export class PendingInputs {
   /**
    * Appends the input to its session's list and tells who holds the session now. With `poke`
    * (a letter of the input's origin, `InstanceMailbox.letter`), a holder other than the origin
-   * gets the letter in its mailbox in the same round trip.
+   * gets the letter in its mailbox in the same round trip. With `takeForMs`, a session nobody
+   * holds is leased to the origin for that long (`granted`; `SessionLeases.adopt` records it).
    */
-  async push(input: PendingInput, poke?: Letter): Promise<PushResult> {
+  async push(input: PendingInput, poke?: Letter, takeForMs?: number): Promise<PushResult> {
     const { sessionId } = input.message;
-    const [length, lease, poked] = (await this.redis.agentPendingPush(
-      this.keys.pending(sessionId),
-      this.keys.lease(sessionId),
+    const { keys } = this;
+    const letter = poke
+      ? [poke.head, MESSAGE_FIELD, poke.data, poke.maxLen, poke.ttlMs]
+      : NO_LETTER;
+    const [length, lease, poked, fence, clean] = (await this.redis.agentPendingPush(
+      keys.pending(sessionId),
+      keys.lease(sessionId),
+      keys.fence(sessionId),
+      keys.released(sessionId),
+      keys.direct(),
       JSON.stringify(input),
       LIST_TTL_MS,
       input.origin,
-      ...(poke ? [poke.head, MESSAGE_FIELD, poke.data, poke.maxLen, poke.ttlMs] : ['']),
-    )) as [number, string | null, number];
-    const result = { length, poked: poked === 1 };
+      ...letter,
+      takeForMs ?? '',
+      sessionId,
+    )) as [number, string | null, number, number?, number?];
+    const result: PushResult = { length, poked: poked === 1 };
+    if (fence !== undefined) result.granted = { fence: Number(fence), clean: clean === 1 };
     return lease ? { holder: parseLeaseValue(lease).instanceId, ...result } : result;
   }
 

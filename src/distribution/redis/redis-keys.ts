@@ -24,6 +24,15 @@ export class RedisKeys {
     return `${this.prefix}:released:${sessionId}`;
   }
 
+  /**
+   * The sessions whose lease was taken by the instance that received their input (no wake job
+   * behind it, a set): a lease of them found expired means its holder died, and the session is
+   * woken (`SessionLeases.sweepDirect`).
+   */
+  direct(): string {
+    return `${this.prefix}:direct`;
+  }
+
   /** The session's inputs on their way to the instance that runs it (a list). */
   pending(sessionId: string): string {
     return `${this.prefix}:pending:${sessionId}`;

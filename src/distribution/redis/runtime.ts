@@ -99,19 +99,19 @@ export async function createRuntime(
   wake: WakeQueue,
 ): Promise<DistributionRuntime> {
   const { options, redis, version } = setup;
-  const { instanceId, prefix, leaseMs } = options;
-  // The leases report losses to the dispatcher, which is made with them: looked up late.
+  const { instanceId, prefix, leaseMs, concurrency, runWhereReceived } = options;
   const owner: { dispatcher?: DistributedDispatcher } = {};
   const leases = new SessionLeases(redis, {
     prefix,
     instanceId,
     leaseMs,
-    onLost: (grant) => owner.dispatcher?.leaseLost(grant),
+    onLost: (grant) => owner.dispatcher?.leaseLost(grant), // made later, so looked up late
   });
   options.fencing.bind(leases);
   const mailbox = new InstanceMailbox(redis, { prefix, instanceId });
   const health = healthOfConnections(redis, mailbox);
   const registry = registryOf(redis, prefix, instanceId, leaseMs);
+  const direct = new DirectRuns();
   const dispatcher = new DistributedDispatcher(createLanes, {
     instanceId,
     leases,
@@ -121,8 +121,8 @@ export async function createRuntime(
     wake,
     mailbox,
     registry,
-    requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    leaseMs,
+    ...{ requestTimeoutMs: REQUEST_TIMEOUT_MS, leaseMs, concurrency, runWhereReceived },
+    directRuns: (count) => direct.changed(count),
     inbox: options.stores.inbox,
     remote: new RemoteView(redis, { prefix, instanceId }),
     health,
@@ -130,12 +130,14 @@ export async function createRuntime(
   owner.dispatcher = dispatcher;
   await dispatcher.start();
   const eventRelay = await startedRelay(redis, prefix, instanceId);
-  const orphans = { leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs };
-  health.onReconnect(() => void sweep(orphans));
+  health.onReconnect(
+    () => void sweep({ leases, dispatcher, wake, inbox: options.stores.inbox, leaseMs }),
+  );
   return {
     dispatcher,
     instanceId,
     runWake: (sessionId) => dispatcher.runWake(sessionId),
+    onDirectRuns: (listener) => direct.listen(listener),
     setTakeover: (takeover) => dispatcher.setTakeover(takeover),
     reachable: () => health.reachable,
     redisHealth: () => health.probe(),
@@ -150,6 +152,17 @@ export async function createRuntime(
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** Who is told how many sessions taken where their input came run here (the wake worker). */
+class DirectRuns {
+  private readonly listeners: Array<(count: number) => void> = [];
+  listen(listener: (count: number) => void): void {
+    this.listeners.push(listener);
+  }
+  changed(count: number): void {
+    for (const listener of this.listeners) listener(count);
+  }
 }
 
 /** The instance's heartbeat: every third of a lease; gone after a lease without one. */

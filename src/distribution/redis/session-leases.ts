@@ -1,41 +1,9 @@
 import type Redis from 'ioredis';
 import { defineLeaseCommands, LeaseCommands, parseLeaseValue } from './lease-scripts';
 import { RedisKeys } from './redis-keys';
+import type { LeaseGrant, LeaseHolder, SessionLeasesOptions } from './lease-types';
 
-/**
- * Session leases of distributed mode: at most one instance runs a session, the one holding its
- * lease in Redis. Every grant carries a fencing number that only grows, so a store can refuse
- * writes from an older holder. Each operation is one script call (one round trip).
- */
-
-/** A lease this instance was granted: the session and its fence. */
-export interface LeaseGrant {
-  sessionId: string;
-  fence: number;
-}
-
-/** Who holds a session's lease, with the time (ms) the lease has left. */
-export interface LeaseHolder {
-  instanceId: string;
-  fence: number;
-  ttlMs: number;
-}
-
-/** Options of {@link SessionLeases}. */
-export interface SessionLeasesOptions {
-  /** Key prefix ({@link RedisKeys}). */
-  prefix: string;
-  /** This instance's id; may contain `|` (the value is parsed at its last `|`). */
-  instanceId: string;
-  /** A lease's time to live (ms), from each grant or renewal. */
-  leaseMs: number;
-  /** Called once for each grant found lost (taken, deleted, expired, or not renewed for leaseMs). */
-  onLost?: (grant: LeaseGrant) => void;
-  /** Renewal timer period (ms); default `leaseMs / 3`. */
-  renewEveryMs?: number;
-  /** The clock (ms) that measures how long a grant went unrenewed; default `Date.now`. */
-  now?: () => number;
-}
+export type { LeaseGrant, LeaseHolder, SessionLeasesOptions } from './lease-types';
 
 /** How long a clean release is remembered (ms): a session idle longer gets a takeover check. */
 const CLEAN_MARK_MS = 24 * 60 * 60 * 1000;
@@ -51,6 +19,10 @@ interface Held {
 }
 
 /**
+ * Session leases of distributed mode: at most one instance runs a session, the one holding its
+ * lease in Redis. Every grant carries a fencing number that only grows, so a store can refuse
+ * writes from an older holder. Each operation is one script call (one round trip).
+ *
  * The leases of one instance on one Redis client (passed in; the caller owns and quits it). Keeps
  * the grants it believes it holds, renews them all in one script call, and reports those it
  * finds lost through `onLost`, once each.
@@ -122,10 +94,12 @@ export class SessionLeases {
       this.keys.lease(grant.sessionId),
       this.keys.released(grant.sessionId),
       this.keys.pending(grant.sessionId),
+      this.keys.direct(),
       value,
       grant.fence,
       clean ? '1' : '0',
       CLEAN_MARK_MS,
+      grant.sessionId,
     );
     return { released: deleted === 1, pending };
   }
@@ -145,6 +119,33 @@ export class SessionLeases {
    */
   async forgetCleanRelease(sessionId: string): Promise<void> {
     await this.redis.del(this.keys.released(sessionId));
+  }
+
+  /**
+   * Records a grant that the push of an input made in Redis (the session was idle and this
+   * instance had room, `PendingInputs.push`), as `acquire` records its own: renewed, released
+   * and reported lost alike. `sentAt`: `clock()` when the push was sent.
+   */
+  adopt(sessionId: string, fence: number, clean: boolean, sentAt: number): LeaseGrant {
+    const current = this.grants.get(sessionId);
+    const replaced = current ? this.forget([current]) : [];
+    const value = `${this.options.instanceId}|${fence}`;
+    const grant = { sessionId, fence };
+    this.grants.set(sessionId, { grant, value, afterClean: clean, renewedAt: sentAt });
+    this.report(replaced);
+    return { ...grant };
+  }
+
+  /** The clock that grants are timed by (`adopt`'s `sentAt`). */
+  readonly clock = (): number => this.now();
+
+  /**
+   * The sessions taken where their input came (`adopt`) whose lease is gone without a release:
+   * their holder died and no wake job stands behind them. Removed from the direct set (by
+   * whichever instance sweeps first) and returned, to be woken.
+   */
+  sweepDirect(): Promise<string[]> {
+    return this.commands.agentLeaseSweepDirect(this.keys.direct(), this.keys.lease(''));
   }
 
   /** Who holds the session now (GET and PTTL in one script), or undefined. */

@@ -20,8 +20,9 @@ export class WakeProcessor extends WorkerHost implements WakeWorker {
   private readonly warn = outageWarning('WakeWorker');
 
   constructor(
-    private readonly runtime: Pick<DistributionRuntime, 'runWake'>,
+    private readonly runtime: Pick<DistributionRuntime, 'runWake' | 'onDirectRuns'>,
     private readonly leaseMs: number,
+    private readonly concurrency = 1,
   ) {
     super();
   }
@@ -32,6 +33,11 @@ export class WakeProcessor extends WorkerHost implements WakeWorker {
     const run = () => this.runtime.runWake(sessionId);
     // The run continues the trace of what woke the session (its turns parent to their inputs).
     const ran = await (traceparent ? context.with(contextOf(traceparent), run) : run());
+    if (ran === 'busy') {
+      // Every slot here runs a session: the job goes back, for any instance, a moment later.
+      await job.moveToDelayed(Date.now() + Math.min(this.leaseMs / 10, 1000), token);
+      throw new DelayedError();
+    }
     if (ran !== 'held-elsewhere') return;
     // Another instance holds the session: live, it takes the inputs itself; dead, its lease
     // runs out. Either way the job comes back once the lease could have expired.
@@ -42,6 +48,10 @@ export class WakeProcessor extends WorkerHost implements WakeWorker {
   /** Starts taking jobs (once); resolves when the worker's connections are ready. */
   async start(): Promise<void> {
     const worker = this.worker;
+    // Sessions taken where their input came use slots of the instance's concurrency too.
+    this.runtime.onDirectRuns((count) => {
+      worker.concurrency = Math.max(1, this.concurrency - count);
+    });
     // `run` resolves only when the worker stops; its failure goes where autorun's would.
     if (!worker.isRunning()) worker.run().catch((error: Error) => worker.emit('error', error));
     await worker.waitUntilReady();
@@ -90,12 +100,12 @@ export function wakeWorkerOptions(options: ResolvedDistributionOptions) {
  */
 export function wakeProcessorFor(
   options: ResolvedDistributionOptions,
-  runtime: Pick<DistributionRuntime, 'runWake'>,
+  runtime: Pick<DistributionRuntime, 'runWake' | 'onDirectRuns'>,
 ): WakeProcessor {
   const Configured = class ConfiguredWakeProcessor extends WakeProcessor {};
   Processor(
     { name: WAKE_QUEUE, configKey: AGENT_BULL_CONFIG },
     wakeWorkerOptions(options),
   )(Configured);
-  return new Configured(runtime, options.leaseMs);
+  return new Configured(runtime, options.leaseMs, options.concurrency);
 }

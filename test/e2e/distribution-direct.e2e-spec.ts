@@ -1,0 +1,157 @@
+import type Redis from 'ioredis';
+import type { IncomingMessage } from '../../src';
+import { wakeDirectOrphans } from '../../src/distribution/redis/orphan-wakes';
+import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
+import { RedisKeys } from '../../src/distribution/redis/redis-keys';
+import { SessionLeases, type LeaseGrant } from '../../src/distribution/redis/session-leases';
+import { deletePrefix, describeRedis, testPrefix, testRedis } from '../support/redis-test';
+
+/**
+ * Distributed mode's direct path on a real Redis: the push of an input for a session nobody
+ * holds takes the session's lease for the instance that received it (one round trip, no wake
+ * job), the release takes it off the direct set, and the heartbeat sweep finds the sessions
+ * whose holder died with their lease unreleased.
+ */
+describeRedis('an idle session taken where its input came (Redis)', () => {
+  let prefix: string;
+  let keys: RedisKeys;
+  let redis: Redis;
+  let pending: PendingInputs;
+  const made: SessionLeases[] = [];
+
+  const leasesOf = (instanceId: string, leaseMs = 10_000) => {
+    const leases = new SessionLeases(redis, { prefix, instanceId, leaseMs });
+    made.push(leases);
+    return leases;
+  };
+  let inputs = 0;
+  const input = (sessionId: string, origin: string) => ({
+    message: { id: `in-${++inputs}`, sessionId, content: 'hi' } as IncomingMessage & {
+      id: string;
+    },
+    origin,
+  });
+  const direct = () => redis.smembers(keys.direct());
+
+  beforeEach(() => {
+    prefix = testPrefix();
+    keys = new RedisKeys(prefix);
+    redis = testRedis();
+    pending = new PendingInputs(redis, prefix);
+  });
+
+  afterEach(async () => {
+    for (const leases of made.splice(0)) leases.stop();
+    await redis.quit();
+    await deletePrefix(prefix);
+  });
+
+  it('the push of an input for an idle session grants its lease to the receiving instance; a push while it is held grants nothing', async () => {
+    const a = leasesOf('a');
+    const pushed = await pending.push(input('s', 'a'), undefined, 10_000);
+    expect(pushed).toEqual({ length: 1, poked: false, granted: { fence: 1, clean: false } });
+    expect(await a.holder('s')).toMatchObject({ instanceId: 'a', fence: 1 });
+    expect(await direct()).toEqual(['s']);
+    // Held now (by a): b's push names the holder and takes nothing, nor does a's own.
+    expect(await pending.push(input('s', 'b'), undefined, 10_000)).toEqual({
+      holder: 'a',
+      length: 2,
+      poked: false,
+    });
+    expect(await pending.push(input('s', 'a'), undefined, 10_000)).toEqual({
+      holder: 'a',
+      length: 3,
+      poked: false,
+    });
+    // Without a lease length the push never takes the session.
+    expect(await pending.push(input('t', 'a'))).toEqual({ length: 1, poked: false });
+    expect(await a.holder('t')).toBeUndefined();
+  });
+
+  it('a grant made by a push is recorded, renewed and released like an acquired one; after a clean release the next grant says so', async () => {
+    const a = leasesOf('a');
+    const sentAt = a.clock();
+    const { granted } = await pending.push(input('s', 'a'), undefined, 10_000);
+    const grant = a.adopt('s', granted!.fence, granted!.clean, sentAt);
+    expect(a.grantOf('s')).toEqual(grant);
+    expect(a.afterCleanRelease('s')).toBe(false);
+    await redis.pexpire(keys.lease('s'), 500);
+    expect(await a.renewAll()).toEqual([]);
+    expect((await a.holder('s'))!.ttlMs).toBeGreaterThan(5_000);
+    expect(await a.release(grant, true)).toBe(true);
+    expect(await direct()).toEqual([]);
+
+    const next = await pending.push(input('s', 'b'), undefined, 10_000);
+    expect(next.granted).toEqual({ fence: grant.fence + 1, clean: true });
+    // Acquired normally after that one: the counter goes on from it.
+    await redis.del(keys.lease('s'));
+    expect(await leasesOf('c').acquire('s')).toEqual({ sessionId: 's', fence: grant.fence + 2 });
+  });
+
+  it('adopting a grant replaces the grant the instance believed it held, which is reported lost', async () => {
+    const lost: LeaseGrant[] = [];
+    const a = new SessionLeases(redis, {
+      prefix,
+      instanceId: 'a',
+      leaseMs: 10_000,
+      onLost: (grant) => lost.push(grant),
+    });
+    made.push(a);
+    const old = (await a.acquire('s'))!;
+    await redis.del(keys.lease('s')); // as if it expired unnoticed
+    const { granted } = await pending.push(input('s', 'a'), undefined, 10_000);
+    const grant = a.adopt('s', granted!.fence, granted!.clean, a.clock());
+    expect(lost).toEqual([old]);
+    expect(a.held()).toEqual([grant]);
+  });
+
+  it('a release of a lease no longer its own leaves the new holder in the direct set', async () => {
+    const a = leasesOf('a');
+    const { granted } = await pending.push(input('s', 'a'), undefined, 10_000);
+    const grant = a.adopt('s', granted!.fence, granted!.clean, a.clock());
+    await redis.del(keys.lease('s')); // a's lease expired
+    const b = leasesOf('b');
+    const taken = await pending.push(input('s', 'b'), undefined, 10_000);
+    b.adopt('s', taken.granted!.fence, taken.granted!.clean, b.clock());
+    expect(await a.release(grant)).toBe(false);
+    expect(await direct()).toEqual(['s']);
+    expect(await a.sweepDirect()).toEqual([]);
+  });
+
+  it('the sweep returns, once, the sessions whose holder let their lease expire, and leaves those still held', async () => {
+    const a = leasesOf('a', 300);
+    for (const sessionId of ['dead', 'alive']) {
+      const { granted } = await pending.push(input(sessionId, 'a'), undefined, 10_000);
+      a.adopt(sessionId, granted!.fence, granted!.clean, a.clock());
+    }
+    await redis.del(keys.lease('dead')); // its holder died: the lease ran out unreleased
+    const b = leasesOf('b');
+    expect(await b.sweepDirect()).toEqual(['dead']);
+    expect(await b.sweepDirect()).toEqual([]);
+    expect(await direct()).toEqual(['alive']);
+  });
+
+  it('wakeDirectOrphans wakes each orphaned session a lease later, and reports nothing when Redis fails', async () => {
+    const a = leasesOf('a');
+    for (const sessionId of ['x', 'y']) {
+      const { granted } = await pending.push(input(sessionId, 'a'), undefined, 10_000);
+      a.adopt(sessionId, granted!.fence, granted!.clean, a.clock());
+      await redis.del(keys.lease(sessionId));
+    }
+    const woken: Array<[string, number]> = [];
+    const wake = {
+      wake: (sessionId: string, delayMs: number) => {
+        woken.push([sessionId, delayMs]);
+        return Promise.resolve();
+      },
+    };
+    const swept = await wakeDirectOrphans({ leases: a, wake, leaseMs: 2_000 });
+    expect(swept.sort()).toEqual(['x', 'y']);
+    expect(woken.sort()).toEqual([
+      ['x', 2_000],
+      ['y', 2_000],
+    ]);
+    const failing = { sweepDirect: () => Promise.reject(new Error('Redis away')) };
+    await expect(wakeDirectOrphans({ leases: failing, wake, leaseMs: 2_000 })).resolves.toEqual([]);
+  });
+});

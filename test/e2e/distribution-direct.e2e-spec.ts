@@ -131,6 +131,16 @@ describeRedis('an idle session taken where its input came (Redis)', () => {
     expect(await direct()).toEqual(['alive']);
   });
 
+  it('inputs drained and then not run go back to the head of their list, in their order', async () => {
+    const pushed = [input('s', 'a'), input('s', 'b'), input('s', 'a')];
+    for (const item of pushed.slice(0, 2)) await pending.push(item);
+    const drained = await pending.drain('s');
+    await pending.push(pushed[2]); // came meanwhile: after them
+    await pending.restore('s', drained);
+    await pending.restore('s', []);
+    expect(await pending.drain('s')).toEqual(pushed);
+  });
+
   it('wakeDirectOrphans wakes each orphaned session a lease later, and reports nothing when Redis fails', async () => {
     const a = leasesOf('a');
     for (const sessionId of ['x', 'y']) {

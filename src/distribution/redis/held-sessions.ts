@@ -56,17 +56,24 @@ export class HeldSessions extends SessionRuns {
       return wake.wake(sessionId);
     }
     const claiming = claimGrant(this.parts, grant);
-    this.opening.set(sessionId, claiming);
+    // A clean grant takes nothing over: its list is drained while its fence is claimed.
+    const draining = granted.clean ? this.parts.pending.drain(sessionId) : Promise.resolve([]);
+    const opening = Promise.allSettled([claiming, draining]);
+    this.opening.set(sessionId, opening);
     this.countDirect(1);
     try {
-      const claimed = await claiming.catch(async (error: unknown) => {
+      const [claim, drained] = await opening;
+      const first = drained.status === 'fulfilled' ? drained.value : [];
+      if (claim.status === 'rejected' || claim.value === 'stale') {
+        // Not claimed: the inputs go back to the head of the list, for the wake job after this.
+        await this.parts.pending.restore(sessionId, first);
+        if (claim.status === 'fulfilled') return await wake.wake(sessionId);
         await leases.release(grant).catch(() => false);
-        throw error;
-      });
+        throw claim.reason;
+      }
       this.opening.delete(sessionId);
-      if (claimed === 'stale') return await wake.wake(sessionId);
       // Opens the session at once, in this tick: `holds` stays true throughout.
-      await this.runHeld(claimed);
+      await this.runHeld(claim.value, first);
     } finally {
       this.opening.delete(sessionId);
       this.countDirect(-1);

@@ -143,6 +143,18 @@ export class PendingInputs {
     return items.map((item) => JSON.parse(item) as PendingInput);
   }
 
+  /** Puts inputs taken by `drain` back at the head of the session's list, in their order. */
+  async restore(sessionId: string, inputs: readonly PendingInput[]): Promise<void> {
+    if (inputs.length === 0) return;
+    const key = this.keys.pending(sessionId);
+    const items = inputs.map((input) => JSON.stringify(input)).reverse();
+    await this.redis
+      .multi()
+      .lpush(key, ...items)
+      .pexpire(key, LIST_TTL_MS)
+      .exec();
+  }
+
   /** The sessions with inputs in their list (a SCAN: for clearing all, not for a hot path). */
   async sessions(): Promise<string[]> {
     const head = this.keys.pending('');

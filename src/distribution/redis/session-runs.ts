@@ -75,8 +75,11 @@ export class SessionRuns {
 
   constructor(protected readonly parts: HeldSessionsParts) {}
 
-  /** Runs a session whose lease was taken and claimed, until it is idle; then lets go. */
-  protected async runHeld(grant: LeaseGrant): Promise<void> {
+  /**
+   * Runs a session whose lease was taken and claimed, until it is idle; then lets go. `first`:
+   * inputs taken from its pending list already (they enter after any taken over).
+   */
+  protected async runHeld(grant: LeaseGrant, first: PendingInput[] = []): Promise<void> {
     const sessionId = grant.sessionId;
     const session = this.open(grant);
     let clean = false;
@@ -84,6 +87,7 @@ export class SessionRuns {
       // After a clean release nothing was interrupted or left in the inbox: no takeover read.
       const checked =
         this.parts.leases.afterCleanRelease(sessionId) || (await this.takeOver(session));
+      for (const input of first) this.enter(session, input); // drained already, in list order
       await this.untilIdle(session);
       clean = checked && !session.lost && !session.unrecorded && session.unsettled === 0;
     } finally {

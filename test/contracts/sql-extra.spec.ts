@@ -308,6 +308,12 @@ describe('SQL stores: SQLite specifics', () => {
       });
   });
 
+  it("a directory that cannot be made rejects with one StoreOpenError line instead of hanging (Node's recursive mkdir loops on /proc)", async () => {
+    const path = '/proc/no-such-dir/db.sqlite';
+
+    await expectOpenError(createSqlStores(path), path, /cannot be opened: .*ENOENT/);
+  });
+
   it('an unreachable PostgreSQL server rejects with one line, the password masked', async () => {
     const message = await expectOpenError(
       openDatabase('postgres://u:secret@127.0.0.1:1/db'),

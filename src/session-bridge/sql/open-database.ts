@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Kysely } from 'kysely';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -152,6 +152,21 @@ function timeoutOf(url: string, options: SqlStoreOptions): number {
   return timeoutMs;
 }
 
+/**
+ * `mkdir -p` one level at a time: Node 20's `mkdirSync(..., { recursive: true })` never returns
+ * for a path under `/proc` (it loops on the error), so a mistaken `AGENT_DB` would hang start-up.
+ */
+function makeDirectory(dir: string): void {
+  if (existsSync(dir)) return;
+  const parent = dirname(dir);
+  if (parent !== dir) makeDirectory(parent);
+  try {
+    mkdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}
+
 async function openSqlite(path: string, timeoutMs: number): Promise<OpenDatabase> {
   const Sqlite = loadOptional<typeof BetterSqlite3>(
     'better-sqlite3',
@@ -160,7 +175,7 @@ async function openSqlite(path: string, timeoutMs: number): Promise<OpenDatabase
   const inMemory = path === ':memory:' || path === '';
   let handle: BetterSqlite3.Database | undefined;
   try {
-    if (!inMemory) mkdirSync(dirname(resolve(path)), { recursive: true });
+    if (!inMemory) makeDirectory(dirname(resolve(path)));
     handle = new Sqlite(path);
     // busy_timeout first: the other pragmas may have to wait for another process.
     handle.pragma(`busy_timeout = ${timeoutMs}`);

@@ -87,6 +87,8 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
       fail(`distribution.${name} must be a whole number of at least ${min}`);
     return n;
   };
+  const instanceId = options.instanceId?.trim() || `${hostname()}:${process.pid}`;
+  if (/[\r\n]/.test(instanceId)) fail('distribution.instanceId must be one line');
   const runWhereReceived = options.runWhereReceived ?? true;
   if (typeof runWhereReceived !== 'boolean')
     fail('distribution.runWhereReceived must be a boolean');
@@ -96,7 +98,7 @@ export function resolveDistribution(options: DistributionOptions): ResolvedDistr
     redis: options.redis,
     stores,
     fencing: stores.fencing as LeaseFencing,
-    instanceId: options.instanceId?.trim() || `${hostname()}:${process.pid}`,
+    instanceId,
     leaseMs: whole('leaseMs', options.leaseMs, 10_000, 300),
     concurrency: whole('concurrency', options.concurrency, 64, 1),
     prefix,

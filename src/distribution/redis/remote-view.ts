@@ -13,7 +13,6 @@ export interface RemoteSessionState {
 
 /** One change as it travels: the session's state, or `null` once it is idle. */
 interface ViewChange {
-  from: string;
   sessionId: string;
   state: RemoteSessionState | null;
 }
@@ -81,14 +80,16 @@ export class RemoteView {
   ): Promise<void> {
     if (changes.length === 0) return;
     const holder = this.options.instanceId;
-    const multi = this.redis.multi();
+    // A pipeline, not a MULTI: one connection keeps its order, and nothing needs the two atomic.
+    const pipeline = this.redis.pipeline();
     const message: ViewChange[] = changes.map(({ sessionId, state }) => {
       const full = state && { holder, ...state };
-      if (full) multi.hset(this.hash, sessionId, JSON.stringify(full));
-      else multi.hdel(this.hash, sessionId);
-      return { from: holder, sessionId, state: full };
+      if (full) pipeline.hset(this.hash, sessionId, JSON.stringify(full));
+      else pipeline.hdel(this.hash, sessionId);
+      return { sessionId, state: full };
     });
-    await multi.publish(this.channel, JSON.stringify(message)).exec();
+    // `<instance id>\n<changes>`: an instance skips its own messages without parsing them.
+    await pipeline.publish(this.channel, `${holder}\n${JSON.stringify(message)}`).exec();
   }
 
   /** The state of a session another instance runs, as last heard. */
@@ -115,12 +116,14 @@ export class RemoteView {
     await this.subscriber?.quit().catch(() => this.subscriber?.disconnect());
   }
 
-  /** Applies one message: the changes of one holder, in order. */
+  /** Applies one message: the changes of one holder, in order (none of this instance's). */
   private apply(text: string): void {
-    for (const change of JSON.parse(text) as ViewChange[]) {
-      if (change.from === this.options.instanceId) continue;
+    const at = text.indexOf('\n');
+    const from = text.slice(0, at);
+    if (at < 0 || from === this.options.instanceId) return;
+    for (const change of JSON.parse(text.slice(at + 1)) as ViewChange[]) {
       if (change.state) this.states.set(change.sessionId, change.state);
-      else if (this.states.get(change.sessionId)?.holder === change.from) {
+      else if (this.states.get(change.sessionId)?.holder === from) {
         this.states.delete(change.sessionId);
       }
     }

@@ -343,31 +343,42 @@ describeRedis('distributed dispatch (two instances)', () => {
       expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
     });
 
-    it('an idle session taken where its input came whose fence claim fails is handed to a wake job, and its input runs once', async () => {
-      const a = await instance('inst-a');
-      await instance('inst-b');
-      server.enqueue({ text: 'R1' }, { text: 'R2' });
-      await expect(a.harness.agent.handleMessage(human('s', 'H1'))).resolves.toMatchObject({
-        reply: 'R1',
-      });
-      await letGo('s'); // let go cleanly: the next grant drains the list while it claims
-      const { fences } = a.stores;
-      const claim = fences.claim.bind(fences);
-      fences.claim = () => {
-        fences.claim = claim;
-        return Promise.reject(new Error('the database is away'));
-      };
-      await expect(a.harness.agent.handleMessage(human('s', 'H2'))).resolves.toMatchObject({
-        settled: 'turn',
-        outcome: 'replied',
-        reply: 'R2',
-      });
-      expect(instances.flatMap((i) => i.jobs)).toEqual(['s']);
-      expect(server.requests).toHaveLength(2);
-      expect((await a.harness.stored('s')).map((m) => m.content)).toEqual(['H1', 'R1', 'H2', 'R2']);
-      await letGo('s');
-      expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
-    });
+    it.each([
+      ['fails (the database is away)', () => Promise.reject(new Error('the database is away'))],
+      ['finds a newer fence (the grant is stale)', () => Promise.resolve(false)],
+    ])(
+      'an idle session taken where its input came whose fence claim %s is handed to a wake job, and its input runs once',
+      async (_how, failing) => {
+        const a = await instance('inst-a');
+        await instance('inst-b');
+        server.enqueue({ text: 'R1' }, { text: 'R2' });
+        await expect(a.harness.agent.handleMessage(human('s', 'H1'))).resolves.toMatchObject({
+          reply: 'R1',
+        });
+        await letGo('s'); // let go cleanly: the next grant drains the list while it claims
+        const { fences } = a.stores;
+        const claim = fences.claim.bind(fences);
+        fences.claim = () => {
+          fences.claim = claim;
+          return failing();
+        };
+        await expect(a.harness.agent.handleMessage(human('s', 'H2'))).resolves.toMatchObject({
+          settled: 'turn',
+          outcome: 'replied',
+          reply: 'R2',
+        });
+        expect(instances.flatMap((i) => i.jobs)).toEqual(['s']);
+        expect(server.requests).toHaveLength(2);
+        expect((await a.harness.stored('s')).map((m) => m.content)).toEqual([
+          'H1',
+          'R1',
+          'H2',
+          'R2',
+        ]);
+        await letGo('s');
+        expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
+      },
+    );
 
     it('S3: an abort from the other instance stops the turn where it runs and answers true; a stale turnId answers false', async () => {
       const a = await instance('inst-a');

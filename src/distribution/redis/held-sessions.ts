@@ -1,5 +1,5 @@
 import type { DropReason } from '../../contracts';
-import { claimGrant, takeLease } from './lease-taking';
+import { takeLease } from './lease-taking';
 import type { LeaseGrant } from './session-leases';
 import { SessionRuns } from './session-runs';
 
@@ -55,7 +55,8 @@ export class HeldSessions extends SessionRuns {
       await leases.release(grant);
       return wake.wake(sessionId);
     }
-    const claiming = claimGrant(this.parts, grant);
+    this.parts.fencing.granted(grant);
+    const claiming = this.parts.fences.claim(sessionId, grant.fence);
     // A clean grant takes nothing over: its list is drained while its fence is claimed.
     const draining = granted.clean ? this.parts.pending.drain(sessionId) : Promise.resolve([]);
     const opening = Promise.allSettled([claiming, draining]);
@@ -64,16 +65,17 @@ export class HeldSessions extends SessionRuns {
     try {
       const [claim, drained] = await opening;
       const first = drained.status === 'fulfilled' ? drained.value : [];
-      if (claim.status === 'rejected' || claim.value === 'stale') {
-        // Not claimed: the inputs go back to the head of the list, for the wake job after this.
+      if (claim.status === 'rejected' || !claim.value) {
+        // Not claimed (the database away, or a newer fence there: the grant is stale): the inputs
+        // go back to the head of the list before the lease goes, for the wake job after this.
         await this.parts.pending.restore(sessionId, first);
-        if (claim.status === 'fulfilled') return await wake.wake(sessionId);
         await leases.release(grant).catch(() => false);
-        throw claim.reason;
+        if (claim.status === 'rejected') throw claim.reason;
+        return await wake.wake(sessionId);
       }
       this.opening.delete(sessionId);
       // Opens the session at once, in this tick: `holds` stays true throughout.
-      await this.runHeld(claim.value, first);
+      await this.runHeld(grant, first);
     } finally {
       this.opening.delete(sessionId);
       this.countDirect(-1);

@@ -19,7 +19,7 @@ export interface LeaseTakingParts {
  * more); `'stale'` when the database has seen a newer fence (Redis lost its counter): the grant
  * is then let go.
  */
-export async function claimGrant(
+async function claimGrant(
   parts: LeaseTakingParts,
   grant: LeaseGrant,
 ): Promise<LeaseGrant | 'stale'> {

@@ -99,6 +99,11 @@ describeOwnRedis('distributed mode: Redis outage', () => {
       it('Redis stopped: /health 503, inputs and control calls fail at once with a clear error, nothing is left unsettled; back: all works again', async () => {
         model.enqueue({ text: 'R1' }, { text: 'R2' });
         expect((await post({ sessionId: 's', content: 'H1' })).body).toMatchObject({ reply: 'R1' });
+        // The reply comes before its holder lets the session go; while it holds it, an abort is
+        // answered here without Redis. This test is about a session nobody holds.
+        await until('the session is let go', async () => {
+          return (await rawCommand(redis.port, ['EXISTS', 'outage:lease:s'])) === ':0';
+        });
 
         await redis.stop();
         await until('/health answers 503', async () => (await health()).status === 503, 5000);
@@ -213,6 +218,14 @@ describeOwnRedis('distributed mode: Redis outage', () => {
 
         await redis.stop();
         await until('/health answers 503', async () => (await health()).status === 503, 5000);
+        // S3: the instance that holds the session answers an abort itself, Redis or not.
+        const stale = await a
+          .http()
+          .post('/agent/sessions/s/abort')
+          .set(a.auth)
+          .send({ turnId: 'not-the-running-turn' });
+        expect(stale.status).toBe(200);
+        expect(stale.body).toEqual({ stopped: false });
         model.release(); // the turn ends while Redis is away; H2 runs next, here
         const [r1, r2] = await Promise.all([firstDone, secondDone]);
         expect(r1.body).toMatchObject({ settled: 'turn', outcome: 'replied', reply: 'R1' });

@@ -68,6 +68,20 @@ function fencingSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
       expect(await stores.fences.current(sid)).toBe(7);
     });
 
+    it('a claim that need not wait for the disk (`flush: false`) grants and refuses as any claim, and later writes check it', async () => {
+      expect(await stores.fences.claim(sid, 3, { flush: false })).toBe(true);
+      expect(await stores.fences.claim(sid, 2, { flush: false })).toBe(false);
+      expect(await stores.fences.current(sid)).toBe(3);
+      expect(await stores.fences.claim(sid, 5, { flush: false })).toBe(true);
+      fencing.sessions.set(sid, 4);
+      await expect(stores.log.append([turnMessage(sid, 't1', 'x')])).rejects.toBeInstanceOf(
+        FencedWriteError,
+      );
+      fencing.sessions.set(sid, 5);
+      await stores.log.append([turnMessage(sid, 't1', 'y')]);
+      expect((await stores.log.history(sid)).map((m) => m.content)).toEqual(['y']);
+    });
+
     it('an append with the current fence is written and records the fence', async () => {
       fencing.sessions.set(sid, 4);
       await stores.log.append([turnMessage(sid, 't1', 'a')]);

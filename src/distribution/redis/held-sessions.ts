@@ -56,7 +56,7 @@ export class HeldSessions extends SessionRuns {
       return wake.wake(sessionId);
     }
     this.parts.fencing.granted(grant);
-    const claiming = this.parts.fences.claim(sessionId, grant.fence);
+    const claiming = this.parts.fences.claim(sessionId, grant.fence, { flush: !granted.clean });
     // A clean grant takes nothing over: its list is drained while its fence is claimed.
     const draining = granted.clean ? this.parts.pending.drain(sessionId) : Promise.resolve([]);
     const opening = Promise.allSettled([claiming, draining]);

@@ -4,7 +4,8 @@ import type { LeaseGrant, SessionLeases } from './session-leases';
 /** The database side of a takeover: the session's newest fence, and claiming a newer one. */
 export interface FenceStore {
   current(sessionId: string): Promise<number>;
-  claim(sessionId: string, fence: number): Promise<boolean>;
+  /** `flush: false`: a claim after a clean release need not wait for the disk (`SqlSessionFences`). */
+  claim(sessionId: string, fence: number, options?: { flush?: boolean }): Promise<boolean>;
 }
 
 /** What a lease is taken with: Redis' leases, the stores' fencing and the database's fences. */
@@ -25,7 +26,8 @@ async function claimGrant(
 ): Promise<LeaseGrant | 'stale'> {
   const { leases, fences, fencing } = parts;
   fencing.granted(grant);
-  if (await fences.claim(grant.sessionId, grant.fence)) return grant;
+  const flush = !leases.afterCleanRelease(grant.sessionId);
+  if (await fences.claim(grant.sessionId, grant.fence, { flush })) return grant;
   await leases.release(grant);
   return 'stale';
 }

@@ -120,7 +120,7 @@ export async function createSqlStores(
     sessions: new SqlSessionStore(opened.db),
     log: new SqlMessageLog(opened.db, options.fencing, opened.dialect),
     inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
-    fences: new SqlSessionFences(opened.db),
+    fences: new SqlSessionFences(opened.db, opened.dialect),
     ...(options.fencing ? { fencing: options.fencing } : {}),
     dialect: opened.dialect,
     close: opened.close,

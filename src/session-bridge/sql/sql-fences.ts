@@ -1,6 +1,6 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { FencedWriteError, normaliseText, type WriteFencing } from '../../contracts';
-import type { Database } from './schema';
+import type { Database, SqlDialect } from './schema';
 import { guarded } from './store-errors';
 
 /**
@@ -13,18 +13,21 @@ async function recordFence(
   db: Kysely<Database>,
   sessionId: string,
   fence: number,
+  unflushed = false,
 ): Promise<{ newest: true } | { newest: false; current: number }> {
-  const row = await db
-    .insertInto('session_fences')
-    .values({ session_id: sessionId, fence })
-    .onConflict((oc) =>
-      oc
-        .column('session_id')
-        .doUpdateSet((eb) => ({ fence: eb.ref('excluded.fence') }))
-        .where('session_fences.fence', '<=', fence),
-    )
-    .returning('fence')
-    .executeTakeFirst();
+  const row = unflushed
+    ? await unflushedClaim(db, sessionId, fence)
+    : await db
+        .insertInto('session_fences')
+        .values({ session_id: sessionId, fence })
+        .onConflict((oc) =>
+          oc
+            .column('session_id')
+            .doUpdateSet((eb) => ({ fence: eb.ref('excluded.fence') }))
+            .where('session_fences.fence', '<=', fence),
+        )
+        .returning('fence')
+        .executeTakeFirst();
   if (row) return { newest: true };
   const seen = await db
     .selectFrom('session_fences')
@@ -32,6 +35,26 @@ async function recordFence(
     .where('session_id', '=', sessionId)
     .executeTakeFirst();
   return { newest: false, current: Number(seen?.fence ?? fence) };
+}
+
+/**
+ * `recordFence`'s upsert on PostgreSQL, its transaction committed without waiting for the
+ * commit's flush to disk (`synchronous_commit` off for this one statement): the row, if the
+ * fence is the newest.
+ */
+async function unflushedClaim(
+  db: Kysely<Database>,
+  sessionId: string,
+  fence: number,
+): Promise<{ fence: unknown } | undefined> {
+  const { rows } = await sql<{ fence: unknown }>`
+    insert into session_fences (session_id, fence)
+    select ${sessionId}::text, ${fence}::bigint
+    from (select set_config('synchronous_commit', 'off', true)) as unflushed
+    on conflict (session_id) do update set fence = excluded.fence
+    where session_fences.fence <= ${fence}::bigint
+    returning fence`.execute(db);
+  return rows[0];
 }
 
 /**
@@ -61,15 +84,32 @@ export async function checkFences(
  * refused, and the floor of the next grant (a Redis that lost its data grants no old fence).
  */
 export class SqlSessionFences {
-  constructor(private readonly db: Kysely<Database>) {}
+  /** `dialect`: the database's (`'postgres'` lets a claim skip the flush, see `claim`). */
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect?: SqlDialect,
+  ) {}
 
   /**
    * Claims `fence` for the session: from now on the store refuses writes with older fences.
    * Whether it was granted (false: the store has seen a newer fence, so this claim is stale).
+   *
+   * `options.flush` (default true): whether the claim waits for its commit's flush to disk.
+   * `false` (PostgreSQL; elsewhere ignored) commits the claim without waiting for
+   * its flush to disk, one flush less before the session's first turn. Meant for a grant that
+   * follows a clean release, whose previous holder has nothing left to write and whose claim is
+   * read by nothing: any later write of the new holder flushes the claim with it (the log is
+   * written in order), and a claim lost in a database crash before that is taken again by the
+   * new holder's first write (a write whose fence is not recorded records it).
    */
-  async claim(sessionId: string, fence: number): Promise<boolean> {
+  async claim(
+    sessionId: string,
+    fence: number,
+    options: { flush?: boolean } = {},
+  ): Promise<boolean> {
+    const unflushed = options.flush === false && this.dialect === 'postgres';
     return guarded('sessions', 'claim a session fence', async () => {
-      const recorded = await recordFence(this.db, normaliseText(sessionId), fence);
+      const recorded = await recordFence(this.db, normaliseText(sessionId), fence, unflushed);
       return recorded.newest;
     });
   }

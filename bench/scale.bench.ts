@@ -33,6 +33,8 @@ const CHILD = join(__dirname, 'scale-child.ts');
 interface Usage {
   heapUsed: number;
   rss: number;
+  /** The RSS sampled right after the collection, before the freed pages went back. */
+  rssAtGc: number;
 }
 
 interface SessionsResult {
@@ -101,6 +103,7 @@ async function memorySection(): Promise<string> {
   for (let run = 0; run < RUNS; run++) runs.push(await child<SessionsResult>('sessions'));
   const heap = runs.map((r) => r.after.heapUsed - r.before.heapUsed);
   const rss = runs.map((r) => r.after.rss - r.before.rss);
+  const rssAtGc = runs.map((r) => r.after.rssAtGc - r.before.rssAtGc);
   const row = (name: string, values: number[], format: (n: number) => string) =>
     `| ${name} | ${format(median(values))} | ${list(values, format)} |`;
   const perSession = (values: number[]) => values.map((v) => v / SESSIONS);
@@ -115,7 +118,9 @@ async function memorySection(): Promise<string> {
     'throwaway session (the code optimised, the young generation grown: costs paid once, not per',
     'session), that session deleted from the log and the inbox, forced GCs and one that also',
     "returns pooled free pages (`gc({ flavor: 'last-resort' })`, what V8's memory reducer does in",
-    'an idle process), then the baseline (`process.memoryUsage()`); then one turn',
+    'an idle process), RSS sampled every 25 ms until two samples agree (V8 hands the freed pages',
+    'back from a background thread, up to 16 MB of them some milliseconds after the collection),',
+    'then the baseline (`process.memoryUsage()`); then one turn',
     `in each of ${SESSIONS.toLocaleString('en-US')} new sessions, ${AT_ONCE} at a time, the same GCs, and the figures`,
     'again. The deltas are what the sessions keep (their history, settings and bookkeeping),',
     'against the same process before them. Target: 10,000 idle sessions under 40 MB of RSS',
@@ -125,6 +130,7 @@ async function memorySection(): Promise<string> {
     '|---|---:|---:|',
     row(`heapUsed delta, ${SESSIONS.toLocaleString('en-US')} sessions`, heap, mb),
     row(`RSS delta, ${SESSIONS.toLocaleString('en-US')} sessions`, rss, mb),
+    row('RSS delta sampled right after the collection (earlier runs)', rssAtGc, mb),
     row('heapUsed per session', perSession(heap), bytes),
     row('RSS per session', perSession(rss), bytes),
     `| heapUsed before → after | ${mb(median(before.heap))} → ${mb(median(after.heap))} | ${pairs(before.heap, after.heap)} |`,

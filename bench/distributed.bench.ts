@@ -38,6 +38,7 @@ import {
 import type { ChildSetting, RunCommand, RunResult } from './distributed-child';
 import { COLD_SESSIONS_PER_CALLER, WARM_IN_FLIGHT } from './distributed-child';
 import { added, coldLatency, warmLatency } from './distributed-latency';
+import { directSweepSection } from './direct-sweep';
 import { roundTripsSection } from './distributed-round-trips';
 import { median, percentile } from './support/stats';
 
@@ -417,6 +418,8 @@ export async function benchDistributed(): Promise<string> {
     const latency = await latencySection(db.url);
     progress('round trips per input');
     const roundTrips = await roundTripsSection();
+    progress('direct-set sweep');
+    const sweep = await directSweepSection();
     const throughputLines = await throughputSection(db.url);
     return [
       title,
@@ -431,6 +434,8 @@ export async function benchDistributed(): Promise<string> {
       ...latency,
       '',
       ...roundTrips,
+      '',
+      ...sweep,
       '',
       `Reproduce: \`${COMMAND}\``,
     ].join('\n');

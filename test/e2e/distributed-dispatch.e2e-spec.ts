@@ -340,7 +340,7 @@ describeRedis('distributed dispatch (two instances)', () => {
       expect(ranOn((third as Extract<Settlement, { settled: 'turn' }>).turnId)).toEqual(['inst-a']);
       expect([...a.jobs, ...b.jobs]).toEqual([]);
       await letGo('s');
-      expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
+      expect(await redis.zrange(`${prefix}:direct`, 0, -1)).toEqual([]);
     });
 
     it.each([
@@ -376,7 +376,7 @@ describeRedis('distributed dispatch (two instances)', () => {
           'R2',
         ]);
         await letGo('s');
-        expect(await redis.smembers(`${prefix}:direct`)).toEqual([]);
+        expect(await redis.zrange(`${prefix}:direct`, 0, -1)).toEqual([]);
       },
     );
 

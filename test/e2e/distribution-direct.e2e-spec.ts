@@ -4,6 +4,7 @@ import { wakeDirectOrphans } from '../../src/distribution/redis/orphan-wakes';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
 import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 import { SessionLeases, type LeaseGrant } from '../../src/distribution/redis/session-leases';
+import { waitFor } from '../support/distributed-apps';
 import { deletePrefix, describeRedis, testPrefix, testRedis } from '../support/redis-test';
 
 /**
@@ -31,7 +32,24 @@ describeRedis('an idle session taken where its input came (Redis)', () => {
     },
     origin,
   });
-  const direct = () => redis.smembers(keys.direct());
+  const direct = () => redis.zrange(keys.direct(), 0, -1);
+  /** Redis' clock, ms: what the direct set's scores are on. */
+  const redisNow = async () => {
+    const [seconds, micros] = await redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  };
+  /** Takes the session for `instance` by a push with a lease of `leaseMs`, and adopts it. */
+  const takeByPush = async (instance: SessionLeases, sessionId: string, leaseMs: number) => {
+    const sentAt = instance.clock();
+    const { granted } = await pending.push(input(sessionId, 'a'), undefined, leaseMs);
+    return instance.adopt(sessionId, granted!.fence, granted!.clean, sentAt);
+  };
+  /** Resolves once Redis let the session's lease run out (its holder neither renewed nor released it). */
+  const expired = (sessionId: string) =>
+    waitFor(
+      async () => (await redis.exists(keys.lease(sessionId))) === 0,
+      `${sessionId}'s lease to run out`,
+    );
 
   beforeEach(() => {
     prefix = testPrefix();
@@ -120,15 +138,38 @@ describeRedis('an idle session taken where its input came (Redis)', () => {
 
   it('the sweep returns, once, the sessions whose holder let their lease expire, and leaves those still held', async () => {
     const a = leasesOf('a', 300);
-    for (const sessionId of ['dead', 'alive']) {
-      const { granted } = await pending.push(input(sessionId, 'a'), undefined, 10_000);
-      a.adopt(sessionId, granted!.fence, granted!.clean, a.clock());
-    }
-    await redis.del(keys.lease('dead')); // its holder died: the lease ran out unreleased
+    await takeByPush(a, 'dead', 200);
+    await takeByPush(a, 'alive', 10_000);
+    await expired('dead'); // its holder died: the lease ran out unreleased
     const b = leasesOf('b');
     expect(await b.sweepDirect()).toEqual(['dead']);
     expect(await b.sweepDirect()).toEqual([]);
     expect(await direct()).toEqual(['alive']);
+  });
+
+  it('the direct set is scored by when each lease runs out: the sweep looks only at those due, and gives a renewed one its new end', async () => {
+    const a = leasesOf('a');
+    const before = await redisNow();
+    await takeByPush(a, 'renewed', 1_000);
+    await takeByPush(a, 'later', 10_000);
+    const due = Number(await redis.zscore(keys.direct(), 'renewed'));
+    expect(due).toBeGreaterThanOrEqual(before + 1_000);
+    expect(due).toBeLessThanOrEqual((await redisNow()) + 1_000);
+    // Renewed (as the holder's heartbeat does) before it ran out; then its first end passes.
+    await redis.pexpire(keys.lease('renewed'), 10_000);
+    await waitFor(async () => (await redisNow()) > due, 'the first end of the lease to pass');
+    expect(await leasesOf('b').sweepDirect()).toEqual([]);
+    const rescored = Number(await redis.zscore(keys.direct(), 'renewed'));
+    const ttl = await redis.pttl(keys.lease('renewed'));
+    const now = await redisNow();
+    // The score is the lease's new end: now + what is left of it (the ms rounding aside).
+    expect(Math.abs(rescored - (now + ttl))).toBeLessThanOrEqual(5);
+    expect(rescored).toBeGreaterThan(due + 5_000);
+    // The session not due yet keeps the score it was given.
+    expect(Number(await redis.zscore(keys.direct(), 'later'))).toBeGreaterThanOrEqual(
+      before + 10_000,
+    );
+    expect((await direct()).sort()).toEqual(['later', 'renewed']);
   });
 
   it('inputs drained and then not run go back to the head of their list, in their order', async () => {
@@ -143,11 +184,8 @@ describeRedis('an idle session taken where its input came (Redis)', () => {
 
   it('wakeDirectOrphans wakes each orphaned session a lease later, and reports nothing when Redis fails', async () => {
     const a = leasesOf('a');
-    for (const sessionId of ['x', 'y']) {
-      const { granted } = await pending.push(input(sessionId, 'a'), undefined, 10_000);
-      a.adopt(sessionId, granted!.fence, granted!.clean, a.clock());
-      await redis.del(keys.lease(sessionId));
-    }
+    for (const sessionId of ['x', 'y']) await takeByPush(a, sessionId, 200);
+    for (const sessionId of ['x', 'y']) await expired(sessionId);
     const woken: Array<[string, number]> = [];
     const wake = {
       wake: (sessionId: string, delayMs: number) => {

@@ -41,21 +41,34 @@ local deleted = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '1' then redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[4]) end
   deleted = redis.call('DEL', KEYS[1])
-  redis.call('SREM', KEYS[4], ARGV[5])
+  redis.call('ZREM', KEYS[4], ARGV[5])
 end
 return {deleted, redis.call('LLEN', KEYS[3])}`;
 
+/** Most sessions one sweep looks at (more due: the next sweep goes on). */
+const SWEEP_BATCH = 1_000;
+
 /**
- * Sweep of the direct set: KEYS the set; ARGV the lease keys' head. Removes and returns the
- * sessions whose lease is gone while they are still in the set: their holder neither renewed
- * nor released it (it died), and no wake job stands behind them.
+ * Sweep of the direct set (a sorted set, scored by the time, on Redis' clock in ms, at which
+ * each session's lease was last known to run out): KEYS the set; ARGV the lease keys' head, the
+ * lease length (ms). Looks only at the sessions whose score has passed, at most `SWEEP_BATCH`:
+ * those whose lease is gone are removed and returned (their holder neither renewed nor released
+ * it: it died, and no wake job stands behind them); those whose lease was renewed get its new
+ * end as their score. So each held session is looked at about once per lease, by whichever
+ * instance sweeps first, however many instances sweep.
  */
 const SWEEP_DIRECT = `
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local orphaned = {}
-for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[1] .. session) == 0 then
-    redis.call('SREM', KEYS[1], session)
+for _, session in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ${SWEEP_BATCH})) do
+  local ttl = redis.call('PTTL', ARGV[1] .. session)
+  if ttl == -2 then
+    redis.call('ZREM', KEYS[1], session)
     orphaned[#orphaned + 1] = session
+  else
+    if ttl < 0 then ttl = tonumber(ARGV[2]) end
+    redis.call('ZADD', KEYS[1], now + ttl, session)
   end
 end
 return orphaned`;
@@ -89,8 +102,8 @@ export interface LeaseCommands {
   agentLeaseRelease(...keysThenArgs: (string | number)[]): Promise<[number, number]>;
   agentLeaseHolder(lease: string): Promise<[string, number] | null>;
   agentLeaseRenew(numKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>;
-  /** The direct set; the lease keys' head. */
-  agentLeaseSweepDirect(direct: string, leaseHead: string): Promise<string[]>;
+  /** The direct set; the lease keys' head, the lease length (ms). */
+  agentLeaseSweepDirect(direct: string, leaseHead: string, leaseMs: number): Promise<string[]>;
 }
 
 /** Defines the lease scripts on `redis` (names of their own; defining again is harmless). */

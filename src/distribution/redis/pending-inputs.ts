@@ -40,7 +40,7 @@ const LIST_TTL_MS = 24 * 60 * 60 * 1000;
  * mailbox key is made here, from the holder found: Redis without cluster only). When nobody
  * holds the session and ARGV[9] (a lease length) is given, grant the lease to the pusher as the
  * acquire script does (KEYS fence and released; lease-scripts.ts) and add the session (ARGV[10])
- * to the direct set: one round trip.
+ * to the direct set, scored by the time (Redis' clock, ms) its lease runs out: one round trip.
  */
 const PUSH_SCRIPT = `
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
@@ -61,7 +61,8 @@ if not lease and ARGV[9] ~= '' then
   local clean = 0
   if redis.call('GET', KEYS[4]) == tostring(f - 1) then clean = 1 end
   redis.call('SET', KEYS[2], ARGV[3] .. '|' .. f, 'PX', ARGV[9])
-  redis.call('SADD', KEYS[5], ARGV[10])
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[5], t[1] * 1000 + math.floor(t[2] / 1000) + ARGV[9], ARGV[10])
   return { length, false, 0, f, clean }
 end
 return { length, lease or false, poked }

@@ -26,8 +26,8 @@ export class RedisKeys {
 
   /**
    * The sessions whose lease was taken by the instance that received their input (no wake job
-   * behind it, a set): a lease of them found expired means its holder died, and the session is
-   * woken (`SessionLeases.sweepDirect`).
+   * behind it; a sorted set, scored by when the lease runs out): a lease of them found expired
+   * means its holder died, and the session is woken (`SessionLeases.sweepDirect`).
    */
   direct(): string {
     return `${this.prefix}:direct`;

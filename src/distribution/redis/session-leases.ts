@@ -145,7 +145,8 @@ export class SessionLeases {
    * whichever instance sweeps first) and returned, to be woken.
    */
   sweepDirect(): Promise<string[]> {
-    return this.commands.agentLeaseSweepDirect(this.keys.direct(), this.keys.lease(''));
+    const { keys, options } = this;
+    return this.commands.agentLeaseSweepDirect(keys.direct(), keys.lease(''), options.leaseMs);
   }
 
   /** Who holds the session now (GET and PTTL in one script), or undefined. */

@@ -1,6 +1,7 @@
 import type Redis from 'ioredis';
 import type { IncomingMessage, SessionLanes } from '../../contracts';
 import { holderState } from './holder-requests';
+import { RedisKeys } from './redis-keys';
 
 /** What an instance knows of a session another instance runs. */
 export interface RemoteSessionState {
@@ -18,6 +19,34 @@ interface ViewChange {
 }
 
 /**
+ * The publish of view changes (see `RemoteView.publish`): KEYS the view hash, then each changed
+ * session's lease; ARGV the instance id, the channel, then per session its id, its state for the
+ * hash ('' when idle) and its change as JSON. A change is written (hash) and sent (one message
+ * for all, `<instance id>\n[<changes>]`) only when the session's lease is this instance's or
+ * nobody's: an instance that lost the lease (a pause longer than a lease, Redis away) must not
+ * overwrite the state the new holder published. How many changes went out.
+ */
+const PUBLISH_SCRIPT = `
+local sent = {}
+for i = 2, #KEYS do
+  local lease = redis.call('GET', KEYS[i])
+  if not lease or string.match(lease, '^(.*)|%d+$') == ARGV[1] then
+    local at = 3 * i - 3
+    if ARGV[at + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[at])
+    else redis.call('HSET', KEYS[1], ARGV[at], ARGV[at + 1]) end
+    sent[#sent + 1] = ARGV[at + 2]
+  end
+end
+if #sent > 0 then
+  redis.call('PUBLISH', ARGV[2], ARGV[1] .. '\\n[' .. table.concat(sent, ',') .. ']')
+end
+return #sent`;
+
+type Scripted = Redis & {
+  agentViewPublish(numKeys: number, ...keysThenArgs: string[]): Promise<number>;
+};
+
+/**
  * Every instance's view of the sessions the others run, for the contract's synchronous answers
  * (`AgentService.abort`, S3; the waiting list, S8; session states). A holder publishes each
  * change of its sessions (turn start and end, the waiting list) to one pub/sub channel and keeps
@@ -28,6 +57,8 @@ export class RemoteView {
   private readonly states = new Map<string, RemoteSessionState>();
   private readonly channel: string;
   private readonly hash: string;
+  private readonly keys: RedisKeys;
+  private readonly scripted: Scripted;
   private subscriber?: Redis;
 
   constructor(
@@ -36,6 +67,11 @@ export class RemoteView {
   ) {
     this.channel = `${options.prefix}:view`;
     this.hash = `${options.prefix}:view`;
+    this.keys = new RedisKeys(options.prefix);
+    if (!('agentViewPublish' in redis)) {
+      redis.defineCommand('agentViewPublish', { lua: PUBLISH_SCRIPT });
+    }
+    this.scripted = redis as Scripted;
   }
 
   /** Subscribes, then reads what runs now. */
@@ -58,7 +94,7 @@ export class RemoteView {
   publishFrom(
     sessionIds: readonly string[],
     lanes: Pick<SessionLanes, 'runningTurn' | 'waiting'>,
-  ): Promise<void> {
+  ): Promise<number> {
     return this.publish(
       sessionIds.map((sessionId) => {
         const state = holderState(lanes, sessionId);
@@ -69,27 +105,28 @@ export class RemoteView {
   }
 
   /**
-   * Publishes the states of sessions this instance runs (`null`: idle now), all in one MULTI and
-   * one message.
+   * Publishes the states of sessions this instance runs (`null`: idle now), all in one script
+   * and one message; resolves with how many went out. A session whose lease another instance
+   * holds now is left out (`PUBLISH_SCRIPT`): this instance lost it, and the state there is the
+   * new holder's.
    */
   async publish(
     changes: ReadonlyArray<{
       sessionId: string;
       state: Omit<RemoteSessionState, 'holder'> | null;
     }>,
-  ): Promise<void> {
-    if (changes.length === 0) return;
+  ): Promise<number> {
+    if (changes.length === 0) return 0;
     const holder = this.options.instanceId;
-    // A pipeline, not a MULTI: one connection keeps its order, and nothing needs the two atomic.
-    const pipeline = this.redis.pipeline();
-    const message: ViewChange[] = changes.map(({ sessionId, state }) => {
+    const keys = [this.hash];
+    const args = [holder, this.channel];
+    for (const { sessionId, state } of changes) {
       const full = state && { holder, ...state };
-      if (full) pipeline.hset(this.hash, sessionId, JSON.stringify(full));
-      else pipeline.hdel(this.hash, sessionId);
-      return { sessionId, state: full };
-    });
-    // `<instance id>\n<changes>`: an instance skips its own messages without parsing them.
-    await pipeline.publish(this.channel, `${holder}\n${JSON.stringify(message)}`).exec();
+      const change: ViewChange = { sessionId, state: full };
+      keys.push(this.keys.lease(sessionId));
+      args.push(sessionId, full ? JSON.stringify(full) : '', JSON.stringify(change));
+    }
+    return this.scripted.agentViewPublish(keys.length, ...keys, ...args);
   }
 
   /** The state of a session another instance runs, as last heard. */

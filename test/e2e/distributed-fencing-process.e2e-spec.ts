@@ -60,7 +60,7 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
     // Whatever happened, no process stays stopped or running.
     afterEach(() => servers.tearDown());
 
-    it('S1, P4: a holder paused mid-turn with an input waiting is taken over; resumed, its late writes are refused and it serves again', async () => {
+    it('S1, P4: a holder paused mid-turn with an input waiting is taken over; resumed, it stops its old turn (whose writes are refused) and serves again', async () => {
       const [a, b] = [server('inst-a'), server('inst-b')];
       const [urlA, urlB] = await Promise.all([a.url(), b.url()]);
       model.enqueue({ text: 'R1-late', hold: true }, { text: 'R2' }, { text: 'R3' });
@@ -87,14 +87,18 @@ describeRedis('distributed mode: a paused holder (server processes)', () => {
       const before = await history(survivorUrl, 's');
       expect(before.filter((m) => !m.kind).map((m) => m.content)).toEqual(['H1', 'H2', 'R2']);
 
-      // The paused holder's model reply comes, then it resumes: its old turn goes on writing.
-      model.release();
+      // It resumes, its model call still waiting: it finds its lease lost and a newer fence in
+      // the database, so it stops its old turn instead of waiting for the model to finish it.
       paused.signal('SIGCONT');
-      // Its old turn ends there (the first turn it logs), its reply refused by the store.
-      await paused.waitForOutput(/turn \S+ session "s" ended/);
+      await paused.waitForOutput(/turn \S+ session "s" ended aborted/);
+      expect(paused.stdout + paused.stderr).toMatch(
+        /Stopped turn \S+ of session "s": another instance took the session over/,
+      );
+      // The stopped turn's own closing writes are refused by the store.
       expect(paused.stdout + paused.stderr).toMatch(
         /FencedWriteError: A write of session "s" carried fence \d+, but the store has seen fence \d+/,
       );
+      model.release(); // too late for the stopped call: nothing of it is written
       // It serves again: an input posted to it settles (run wherever the session is held).
       const r3 = await post(pausedUrl, 's', 'H3');
       expect(r3.status).toBe(200);

@@ -159,5 +159,34 @@ export class HeldSessions extends SessionRuns {
       );
       session.changed();
     }
+    void this.stopIfTakenOver(grant);
+  }
+
+  /**
+   * After a lease was lost: when the database has seen a newer fence (another instance took the
+   * session over, and runs its inputs again), the turn this instance still runs for it is
+   * stopped. Every write of it would be refused, so the rest of its model call and any tool call
+   * it would make are work for nothing, done twice. Its lane's waiting inputs stay (they open
+   * turns whose first write is refused, and run on the new holder). Without a newer fence
+   * (nobody took the session over: Redis away, a pause nobody noticed) the turn goes on, and
+   * its writes count.
+   */
+  private async stopIfTakenOver(grant: LeaseGrant): Promise<void> {
+    const { lanes, fences } = this.parts;
+    const turnId = lanes.runningTurn(grant.sessionId);
+    if (turnId === undefined) return;
+    const newest = await fences.current(grant.sessionId).catch(() => 0);
+    if (newest <= grant.fence) return;
+    // Taken again by this instance meanwhile: the newer fence is its own, and so is the turn.
+    if ((this.parts.leases.grantOf(grant.sessionId)?.fence ?? 0) >= newest) return;
+    const stopped = lanes.abort(grant.sessionId, {
+      turnId,
+      reason: `lease lost: another instance took the session over (fence ${newest})`,
+    });
+    if (stopped) {
+      this.logger.warn(
+        `Stopped turn ${turnId} of session ${JSON.stringify(grant.sessionId)}: another instance took the session over (fence ${newest} after ${grant.fence})`,
+      );
+    }
   }
 }

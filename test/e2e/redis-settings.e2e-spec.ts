@@ -109,6 +109,17 @@ describeOwnRedis('checkRedisSettings on Redis servers of their own', () => {
     expect(unknown.warnings[0]).toMatch(/^REDIS_URL: Redis's persistence could not be checked/);
   });
 
+  it('a Redis in cluster mode is refused with one line naming REDIS_URL and the mode', async () => {
+    const redis = await redisWith('--cluster-enabled', 'yes', '--appendonly', 'yes');
+
+    const error = await failureOf(redis);
+
+    expect(error.setting).toBe('redis_mode');
+    expect(error.message).not.toMatch(/\n/);
+    expect(error.message).toMatch(/^REDIS_URL: Redis runs in cluster mode; /);
+    expect(error.message).toContain('use a standalone Redis');
+  });
+
   it('a Redis that is down is a connection error, not a settings report', async () => {
     const redis = await redisWith();
     await instances[0].stop({ hard: true });

@@ -24,7 +24,7 @@ export interface RedisSettingsReport {
 /** The Redis of `REDIS_URL` is set up so that distributed mode would lose work; one line. */
 export class RedisSettingsError extends AgentError {
   constructor(
-    /** The setting at fault: `'maxmemory-policy'` or `'version'`. */
+    /** The setting at fault: `'maxmemory-policy'`, `'version'` or `'redis_mode'` (a cluster). */
     readonly setting: string,
     problem: string,
   ) {
@@ -38,6 +38,8 @@ const MIN_VERSION = [6, 2] as const;
 /** Settings as read; `undefined` where they could not be read. */
 interface Observed {
   version?: string;
+  /** `redis_mode` of INFO server: `standalone`, `sentinel` or `cluster`. */
+  mode?: string;
   policy?: string;
   /** `appendonly` (CONFIG) or `aof_enabled` (INFO persistence). */
   aof?: boolean;
@@ -52,13 +54,19 @@ interface Observed {
  * (`aof_enabled`) instead.
  *
  * @throws RedisSettingsError when the policy is not `noeviction` (evicted leases or queued work
- *   are lost work) or the version is below 6.2.
+ *   are lost work), the version is below 6.2, or Redis runs in cluster mode (`redis_mode`).
  * @returns the settings found, with warnings (not errors) when Redis keeps nothing on disk or
  *   when that could not be checked. Connection errors are passed on as they are.
  */
 export async function checkRedisSettings(redis: Redis): Promise<RedisSettingsReport> {
   const observed = await observe(redis);
   const warnings: string[] = [];
+  if (observed.mode === 'cluster') {
+    throw new RedisSettingsError(
+      'redis_mode',
+      'Redis runs in cluster mode; distributed mode needs one Redis, not a cluster (its scripts touch several keys of a session and of the instances at once, which a cluster keeps on different nodes): use a standalone Redis, with a replica and Sentinel for failover',
+    );
+  }
   const version = checkVersion(observed.version, warnings);
   const maxmemoryPolicy = checkPolicy(observed.policy, warnings);
   const persistence = persistenceOf(observed);
@@ -78,7 +86,11 @@ export async function checkRedisSettings(redis: Redis): Promise<RedisSettingsRep
 async function observe(redis: Redis): Promise<Observed> {
   const server = parseInfo(await redis.info('server'));
   const config = await readConfig(redis);
-  const observed: Observed = { version: server.get('redis_version'), ...config };
+  const observed: Observed = {
+    version: server.get('redis_version'),
+    mode: server.get('redis_mode'),
+    ...config,
+  };
   if (observed.policy === undefined) {
     observed.policy = parseInfo(await redis.info('memory')).get('maxmemory_policy');
   }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Client } from 'pg';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Client, Pool } from 'pg';
 import {
   createSqlStores,
   FencedWriteError,
@@ -8,6 +9,8 @@ import {
   type SqlStores,
   type WriteFencing,
 } from '../../src';
+import type { Database } from '../../src/session-bridge/sql/schema';
+import { SqlSessionFences } from '../../src/session-bridge/sql/sql-fences';
 import { closeAll, describePg, tempPgSchema, tempSqlite, type TempDb } from './sql-test-db';
 
 /**
@@ -168,6 +171,40 @@ function fencingSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
 fencingSuite('SQL fencing: SQLite', tempSqlite);
 describePg('SQL fencing: PostgreSQL', () => {
   fencingSuite('one pool', tempPgSchema);
+
+  it('a claim with `flush: false` commits unflushed, and the next statement on its connection waits for the disk again', async () => {
+    const db = await tempPgSchema();
+    await (await createSqlStores(db.url)).close(); // the tables
+    // One connection, so the statement after the claim runs where the claim ran.
+    const sent: string[] = [];
+    const kysely = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new Pool({ connectionString: db.url, max: 1 }) }),
+      log: (event) => void sent.push(event.query.sql),
+    });
+    try {
+      const setting = async () =>
+        (
+          await sql<{ s: string }>`select current_setting('synchronous_commit') as s`.execute(
+            kysely,
+          )
+        ).rows[0].s;
+      const fences = new SqlSessionFences(kysely, 'postgres');
+      expect(await setting()).toBe('on');
+      expect(await fences.claim('s', 1, { flush: false })).toBe(true);
+      expect(sent.at(-1)).toContain("set_config('synchronous_commit', 'off', true)");
+      expect(await setting()).toBe('on');
+      expect(await fences.current('s')).toBe(1);
+      // A claim that waits for the disk (the default) is the plain upsert.
+      expect(await fences.claim('s', 2)).toBe(true);
+      expect(sent.at(-1)).not.toContain('synchronous_commit');
+      expect(await fences.claim('s', 2, { flush: false })).toBe(true); // the same fence again
+      expect(await fences.claim('s', 1, { flush: false })).toBe(false);
+      expect(await setting()).toBe('on');
+    } finally {
+      await kysely.destroy();
+      await db.drop();
+    }
+  });
 
   describe('two instances on one database', () => {
     let db: TempDb;

@@ -365,6 +365,42 @@ export function describeHistoryContract(
         });
       });
 
+      it('S6: update replaces top-level fields whole; a field patched to undefined is gone, null stays', async () => {
+        await sessions.ensure(sid, {
+          model: { provider: 'p', model: 'm' },
+          think: true,
+          kind: 'room',
+        });
+
+        const updated = await sessions.update(sid, {
+          model: { model: 'n' },
+          think: undefined,
+          historyLimit: null as never,
+        });
+
+        const expected = {
+          sessionId: sid,
+          model: { model: 'n' },
+          kind: 'room',
+          historyLimit: null,
+        };
+        expect(updated).toEqual(expected);
+        expect(await sessions.get(sid)).toEqual(expected);
+      });
+
+      it('S6: concurrent updates of one session each merge into the settings, none is lost', async () => {
+        await sessions.ensure(sid, { kind: 'room' });
+
+        const fields = Array.from({ length: 12 }, (_, i) => `field${i}`);
+        await Promise.all(fields.map((field, i) => sessions.update(sid, { [field]: i })));
+
+        expect(await sessions.get(sid)).toEqual({
+          sessionId: sid,
+          kind: 'room',
+          ...Object.fromEntries(fields.map((field, i) => [field, i])),
+        });
+      });
+
       it('S6: update of missing settings throws SessionNotFoundError and creates nothing', async () => {
         await expect(sessions.update(sid, { think: true })).rejects.toBeInstanceOf(
           SessionNotFoundError,

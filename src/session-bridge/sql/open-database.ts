@@ -117,7 +117,7 @@ export async function createSqlStores(
     });
   }
   const stores: SqlStores = {
-    sessions: new SqlSessionStore(opened.db),
+    sessions: new SqlSessionStore(opened.db, opened.dialect),
     log: new SqlMessageLog(opened.db, options.fencing, opened.dialect),
     inbox: new SqlInputInbox(opened.db, opened.dialect, options.fencing),
     fences: new SqlSessionFences(opened.db, opened.dialect),

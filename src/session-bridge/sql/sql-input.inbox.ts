@@ -13,9 +13,8 @@ import { guardedInboxUpdate } from './fenced-statements';
 import { InboxSessions } from './inbox-sessions';
 import { checkFences } from './sql-fences';
 import { guarded } from './store-errors';
+import { acceptResults, chunks, fromRow, reserveSeqs } from './inbox-rows';
 
-/** Ids per `in (...)` list: well under SQLite's and PostgreSQL's bound-parameter limits. */
-const IDS_CHUNK = 500;
 /** Rows per multi-row insert (five parameters each). */
 const ROWS_CHUNK = 200;
 /** Most accepts written by one transaction. */
@@ -106,6 +105,9 @@ export class SqlInputInbox implements InputInbox {
     const acceptedAt = new Date().toISOString();
     const unique = new Map<string, StoredMessage>();
     for (const message of messages) if (!unique.has(message.id)) unique.set(message.id, message);
+    if (this.dialect === 'postgres' && unique.size <= ROWS_CHUNK) {
+      return this.insertAtOnce(messages, unique, acceptedAt);
+    }
     return this.db.transaction().execute(async (trx) => {
       // PostgreSQL numbers the rows itself (bigserial); SQLite takes them from its counter.
       const first = this.dialect === 'sqlite' ? await reserveSeqs(trx, unique.size) : undefined;
@@ -131,12 +133,44 @@ export class SqlInputInbox implements InputInbox {
         const found = await trx.selectFrom('inbox').selectAll().where('id', 'in', chunk).execute();
         for (const row of found) stored.set(row.id, row);
       }
-      // A repeat within the batch is a duplicate of its first occurrence.
-      return messages.map((message) => {
-        const duplicate = !inserted.delete(message.id);
-        return { entry: fromRow(stored.get(message.id)!), duplicate };
-      });
+      return acceptResults(messages, inserted, stored);
     });
+  }
+
+  /**
+   * PostgreSQL, one chunk of rows: one statement inserts them and returns what it wrote, atomic
+   * without a transaction; only duplicates are read back (after the insert, which waited for
+   * a concurrent insert of the same id to commit).
+   */
+  private async insertAtOnce(
+    messages: StoredMessage[],
+    unique: Map<string, StoredMessage>,
+    acceptedAt: string,
+  ): Promise<AcceptResult[]> {
+    const rows = [...unique.values()].map((message) => ({
+      id: message.id,
+      session_id: message.sessionId,
+      message: JSON.stringify(message),
+      accepted_at: acceptedAt,
+    }));
+    const written = await this.db
+      .insertInto('inbox')
+      .values(rows)
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returningAll()
+      .execute();
+    const stored = new Map(written.map((row) => [row.id, row]));
+    const inserted = new Set(stored.keys());
+    const repeated = [...unique.keys()].filter((id) => !inserted.has(id));
+    if (repeated.length) {
+      const found = await this.db
+        .selectFrom('inbox')
+        .selectAll()
+        .where('id', 'in', repeated)
+        .execute();
+      for (const row of found) stored.set(row.id, row);
+    }
+    return acceptResults(messages, inserted, stored);
   }
 
   async enterTurn(ids: readonly string[], turnId: string): Promise<void> {
@@ -248,42 +282,4 @@ export class SqlInputInbox implements InputInbox {
         .execute();
     });
   }
-}
-
-/**
- * SQLite: reserves `count` numbers of the inbox counter in the caller's transaction (one atomic
- * upsert) and returns the first.
- */
-async function reserveSeqs(trx: Kysely<Database>, count: number): Promise<number> {
-  const row = await trx
-    .insertInto('inbox_counter')
-    .values({ name: 'inbox', value: count })
-    .onConflict((oc) =>
-      oc.column('name').doUpdateSet((eb) => ({ value: eb('inbox_counter.value', '+', count) })),
-    )
-    .returning('value')
-    .executeTakeFirstOrThrow();
-  return Number(row.value) - count + 1;
-}
-
-/** `ids`, normalised, in lists of at most `IDS_CHUNK`, without duplicates; none for none. */
-function chunks(ids: readonly string[]): string[][] {
-  const unique = [...new Set(ids.map(normaliseText))];
-  const out: string[][] = [];
-  for (let i = 0; i < unique.length; i += IDS_CHUNK) out.push(unique.slice(i, i + IDS_CHUNK));
-  return out;
-}
-
-/** The entry of a row; absent optional fields stay absent. */
-function fromRow(row: Selectable<InboxTable>): InboxEntry {
-  const entry: InboxEntry = {
-    id: row.id,
-    sessionId: row.session_id,
-    message: JSON.parse(row.message) as InboxEntry['message'],
-    seq: Number(row.seq),
-    acceptedAt: row.accepted_at,
-  };
-  if (row.turn_id != null) entry.turnId = row.turn_id;
-  if (row.settlement != null) entry.settlement = JSON.parse(row.settlement) as Settlement;
-  return entry;
 }

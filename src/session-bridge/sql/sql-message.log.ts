@@ -55,6 +55,15 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
       const rows = messages.map((m) => toRow(normaliseDeep(m), m.createdAt ?? this.now()));
       const fencing = this.dialect === 'postgres' ? this.fencing : undefined;
       if (fencing && (await guardedAppend(this.db, fencing, rows))) return rows.map(fromRow);
+      // Unfenced and one statement: atomic alone, without a transaction's two round trips.
+      if (!this.fencing && rows.length <= INSERT_CHUNK) {
+        if (!rows.some((row) => row.msg_key != null)) {
+          await this.db.insertInto('messages').values(rows).execute();
+          return rows.map(fromRow);
+        }
+        if (rows.length === 1)
+          return [fromRow(await insertOnce(this.db, rows[0], rows[0].msg_key!))];
+      }
       // One transaction: a tool-call group is persisted whole or not at all.
       const stored = await this.db.transaction().execute(async (trx) => {
         if (this.fencing) await checkFences(trx, this.fencing, sessionTurns(rows));

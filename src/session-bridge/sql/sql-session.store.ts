@@ -9,7 +9,7 @@ import {
   type SessionSettings,
   type SessionStore,
 } from '../../contracts';
-import type { Database } from './schema';
+import type { Database, SqlDialect } from './schema';
 import { guarded } from './store-errors';
 
 /** Settings as stored: everything but the session id. */
@@ -23,7 +23,11 @@ type StoredSettings = Omit<SessionSettings, 'sessionId'>;
  * database failure rejects with `StoreUnavailableError` (store `'sessions'`).
  */
 export class SqlSessionStore implements SessionStore {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** On PostgreSQL an update merges in one statement (`jsonb`). */
+    private readonly dialect: SqlDialect = 'sqlite',
+  ) {}
 
   async get(sessionId: string): Promise<SessionSettings | undefined> {
     sessionId = normaliseText(sessionId);
@@ -85,6 +89,7 @@ export class SqlSessionStore implements SessionStore {
   async update(sessionId: string, patch: StoredSettings): Promise<SessionSettings> {
     sessionId = normaliseText(sessionId);
     return guarded('sessions', 'update settings', async () => {
+      if (this.dialect === 'postgres') return this.updateAtOnce(sessionId, patch);
       return this.db.transaction().execute(async (trx) => {
         // NOTE: write first. It takes the row lock on PostgreSQL and the write lock on SQLite
         // before the read, so concurrent updates merge in turn instead of losing a patch (and
@@ -121,6 +126,35 @@ export class SqlSessionStore implements SessionStore {
         return parseSettings(sessionId, JSON.stringify(merged));
       });
     });
+  }
+
+  /**
+   * PostgreSQL: the update as one statement, which merges the patch into the stored settings
+   * itself (top-level keys, as a spread does; a key the patch sets to `undefined` is removed,
+   * as JSON leaves it out) under the row lock it takes, so concurrent updates merge in turn.
+   */
+  private async updateAtOnce(sessionId: string, patch: StoredSettings): Promise<SessionSettings> {
+    const given = normaliseDeep(patch) as Record<string, unknown>;
+    const removed = ['sessionId', ...Object.keys(given).filter((key) => given[key] === undefined)];
+    const merged = sql`((settings::jsonb - ${removed}::text[]) || ${JSON.stringify(withoutSessionId(given))}::jsonb)`;
+    const endedAt = patch.lastTurn?.endedAt;
+    const row = await this.db
+      .updateTable('sessions')
+      .set({
+        updated_at: new Date().toISOString(),
+        ...(endedAt
+          ? {
+              active_at: sql<string>`case when active_at < ${endedAt} then ${endedAt} else active_at end`,
+            }
+          : {}),
+        settings: sql<string>`${merged}::text`,
+        kind: sql<string | null>`${merged} ->> 'kind'`,
+      })
+      .where('session_id', '=', sessionId)
+      .returning('settings')
+      .executeTakeFirst();
+    if (!row) throw new SessionNotFoundError(sessionId);
+    return parseSettings(sessionId, row.settings);
   }
 
   async delete(sessionId: string): Promise<void> {

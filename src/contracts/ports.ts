@@ -279,4 +279,10 @@ export const InputInbox = Symbol.for('agent:InputInbox');
  */
 export interface WriteFencing {
   fenceFor(sessionId: string, turnId?: string): number | undefined;
+  /**
+   * The session of an input this instance runs though another instance accepted it (its session
+   * came with it), if known: a fenced write of its inbox entry then need not read the entry's
+   * session first. A wrong answer costs only that read (the write checks the session). Optional.
+   */
+  sessionOfInput?(inputId: string): string | undefined;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
+import { Client } from 'pg';
 import {
   createSqlStores,
   FencedWriteError,
@@ -123,6 +124,48 @@ describeRedis('distribution: leases and fences together', () => {
         'from a, while it held the lease',
         'from b',
       ]);
+    });
+
+    it('an input another instance accepted is recorded here under the fence without reading its session, and a wrong hint only costs that read', async () => {
+      const sid = `s-${randomUUID()}`;
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      await takeOver(a, sid);
+      const [hinted, misled] = [`in-${randomUUID()}`, `in-${randomUUID()}`];
+      for (const id of [hinted, misled])
+        await b.stores.inbox.accept({ id, sessionId: sid, content: id });
+      // What the holder's lane does when it enters an input drained from the pending list.
+      a.fencing.runs(hinted, sid);
+      a.fencing.runs(misled, 'another-session');
+      const sent: string[] = [];
+      const query = Client.prototype.query;
+      const spy = jest.spyOn(Client.prototype, 'query').mockImplementation(function (
+        this: Client,
+        ...args: unknown[]
+      ) {
+        const text = args[0] as string | { text?: string };
+        sent.push(typeof text === 'string' ? text : String(text?.text));
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      });
+      try {
+        await a.stores.inbox.enterTurn([hinted], 't-a');
+        expect(sent).toHaveLength(1);
+        expect(sent[0]).toMatch(/for share/);
+        sent.length = 0;
+        await a.stores.inbox.enterTurn([misled], 't-a');
+        expect(sent.some((text) => /select .*session_id.* from "inbox"/.test(text))).toBe(true);
+      } finally {
+        spy.mockRestore();
+      }
+      expect((await b.stores.inbox.get(hinted))?.turnId).toBe('t-a');
+      expect((await b.stores.inbox.get(misled))?.turnId).toBe('t-a');
+
+      // Fenced all the same: after B takes the session over, A's settlement is refused.
+      await leaseExpired(sid);
+      await takeOver(b, sid);
+      const end = { settled: 'turn', turnId: 't-a', outcome: 'replied' } as const;
+      await expect(a.stores.inbox.settle([hinted], end)).rejects.toBeInstanceOf(FencedWriteError);
+      expect((await b.stores.inbox.get(hinted))?.settlement).toBeUndefined();
     });
 
     it('a Redis that lost the fence counter still grants a newer fence than the database has seen', async () => {

@@ -6,6 +6,9 @@ export interface GrantSource {
   grantOf(sessionId: string): LeaseGrant | undefined;
 }
 
+/** Most input sessions kept for the stores (the oldest are dropped first). */
+const INPUTS_KEPT = 10_000;
+
 /**
  * The fences of one instance's writes, from its session leases (see `WriteFencing`):
  *
@@ -22,6 +25,8 @@ export interface GrantSource {
 export class LeaseFencing implements WriteFencing {
   /** The last fence held per session not let go cleanly. */
   private readonly last = new Map<string, number>();
+  /** The sessions of inputs entered here, until a store asks (`sessionOfInput`). */
+  private readonly inputs = new Map<string, string>();
 
   /**
    * `leases`: this instance's leases; may be bound later (`bind`), as the stores are made before
@@ -41,6 +46,20 @@ export class LeaseFencing implements WriteFencing {
       return grant.fence;
     }
     return turnId === undefined ? undefined : this.last.get(sessionId);
+  }
+
+  /** An input of `sessionId` is run here: a store may ask for its session once. */
+  runs(inputId: string, sessionId: string): void {
+    this.inputs.set(inputId, sessionId);
+    // Inputs whose entries are never written (a session deleted first) are not kept forever.
+    if (this.inputs.size > INPUTS_KEPT) this.inputs.delete(this.inputs.keys().next().value!);
+  }
+
+  /** The session of an input `runs` named, once (the store remembers it from then on). */
+  sessionOfInput(inputId: string): string | undefined {
+    const sessionId = this.inputs.get(inputId);
+    if (sessionId !== undefined) this.inputs.delete(inputId);
+    return sessionId;
   }
 
   /** Records a grant (its fence is the one the session's turns carry from now on). */

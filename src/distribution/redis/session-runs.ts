@@ -171,6 +171,8 @@ export class SessionRuns {
     }
     const tell = [input.origin];
     session.entered.set(id, tell);
+    // Its inbox entry's writes (turn, settlement) need not read its session.
+    this.parts.fencing.runs(id, session.grant.sessionId);
     session.unsettled++;
     session.changed();
     const entered = this.parts.lanes.enterRecorded(input.message);

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { normaliseText } from '../../contracts';
 import type { Database } from './schema';
 
 /** How many inputs' sessions are remembered (the oldest are forgotten first). */
@@ -8,13 +9,18 @@ const REMEMBERED = 10_000;
  * The session of each inbox entry, remembered as the fenced inbox writes of distributed mode
  * learn it (an entry's session never changes), so that a turn's `enterTurn` and `settle` find
  * the session to fence without a query of their own: learned when this instance accepted an
- * input, or read once for entries another instance accepted. An id reused for another session
- * (after its entry was pruned or deleted) is caught by the write, which then forgets it.
+ * input, told by the fencing for an input another instance accepted that runs here (its session
+ * came with it), or else read once. An id reused for another session (after its entry was
+ * pruned or deleted), or a wrong hint, is caught by the write, which then forgets it.
  */
 export class InboxSessions {
   private readonly known = new Map<string, string>();
 
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** The session of an entry as the fencing knows it, if it does (`sessionOfInput`). */
+    private readonly hint: (id: string) => string | undefined = () => undefined,
+  ) {}
 
   /** Remembers the session of an entry. */
   learn(id: string, sessionId: string): void {
@@ -33,7 +39,9 @@ export class InboxSessions {
     const sessions = new Set<string>();
     const unknown: string[] = [];
     for (const id of ids) {
-      const sessionId = this.known.get(id);
+      let sessionId = this.known.get(id);
+      const hinted = sessionId === undefined ? this.hint(id) : undefined;
+      if (hinted !== undefined) this.learn(id, (sessionId = normaliseText(hinted)));
       if (sessionId === undefined) unknown.push(id);
       else sessions.add(sessionId);
     }

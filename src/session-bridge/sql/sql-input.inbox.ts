@@ -46,7 +46,8 @@ export class SqlInputInbox implements InputInbox {
     /** Distributed mode: a turn's `enterTurn` and `settle` carry its fence (`WriteFencing`). */
     private readonly fencing?: WriteFencing,
   ) {
-    if (fencing && dialect === 'postgres') this.sessions = new InboxSessions(db);
+    if (fencing && dialect === 'postgres')
+      this.sessions = new InboxSessions(db, (id) => fencing.sessionOfInput?.(id));
   }
 
   /** Fenced on PostgreSQL: the sessions of entries, for one-statement fenced writes. */

@@ -57,4 +57,17 @@ describe('LeaseFencing', () => {
     expect(fencing.fenceFor('s', 't')).toBeUndefined();
     expect(fencing.size).toBe(0);
   });
+
+  it('tells the session of an input run here once, and keeps at most 10,000 of them', () => {
+    const fencing = new LeaseFencing(leases());
+    fencing.runs('in-1', 's');
+    expect(fencing.sessionOfInput('in-1')).toBe('s');
+    expect(fencing.sessionOfInput('in-1')).toBeUndefined();
+    expect(fencing.sessionOfInput('never')).toBeUndefined();
+
+    for (let i = 0; i <= 10_000; i++) fencing.runs(`in-${i}`, `s-${i}`);
+    expect(fencing.sessionOfInput('in-0')).toBeUndefined();
+    expect(fencing.sessionOfInput('in-1')).toBe('s-1');
+    expect(fencing.sessionOfInput('in-10000')).toBe('s-10000');
+  });
 });

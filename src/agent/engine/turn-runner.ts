@@ -118,8 +118,11 @@ export class TurnRunner {
       const error = `[system] ${ports.models.diagnose(state.settings?.model)}`;
       return { turnId, outcome: 'error', error };
     }
-    state.historyBase = await ports.history.count(state.sessionId);
+    // Both reads at once: one round trip of a database store's latency less per turn.
+    const counted = ports.history.count(state.sessionId);
+    counted.catch(() => undefined); // its failure is thrown below, unless the prompt's is first
     state.working = await basePrompt(ports, state);
+    state.historyBase = await counted;
     throwIfAborted(state);
     const final = await runSteps(ports, state, lane);
     const reply = await finaliseReply(ports, state, final);

@@ -95,17 +95,9 @@ export class SqlSessionStore implements SessionStore {
         // before the read, so concurrent updates merge in turn instead of losing a patch (and
         // SQLite never has to upgrade a read transaction, which fails without waiting).
         // An ended turn moves the activity on (never back), in the same statement.
-        const endedAt = patch.lastTurn?.endedAt;
         const touched = await trx
           .updateTable('sessions')
-          .set({
-            updated_at: new Date().toISOString(),
-            ...(endedAt
-              ? {
-                  active_at: sql<string>`case when active_at < ${endedAt} then ${endedAt} else active_at end`,
-                }
-              : {}),
-          })
+          .set(touchOf(patch))
           .where('session_id', '=', sessionId)
           .executeTakeFirst();
         if (Number(touched.numUpdatedRows) === 0) throw new SessionNotFoundError(sessionId);
@@ -137,16 +129,10 @@ export class SqlSessionStore implements SessionStore {
     const given = normaliseDeep(patch) as Record<string, unknown>;
     const removed = ['sessionId', ...Object.keys(given).filter((key) => given[key] === undefined)];
     const merged = sql`((settings::jsonb - ${removed}::text[]) || ${JSON.stringify(withoutSessionId(given))}::jsonb)`;
-    const endedAt = patch.lastTurn?.endedAt;
     const row = await this.db
       .updateTable('sessions')
       .set({
-        updated_at: new Date().toISOString(),
-        ...(endedAt
-          ? {
-              active_at: sql<string>`case when active_at < ${endedAt} then ${endedAt} else active_at end`,
-            }
-          : {}),
+        ...touchOf(patch),
         settings: sql<string>`${merged}::text`,
         kind: sql<string | null>`${merged} ->> 'kind'`,
       })
@@ -236,6 +222,20 @@ export class SqlSessionStore implements SessionStore {
       }));
     });
   }
+}
+
+/** What an update sets besides the settings: the time, and the activity an ended turn moves on. */
+function touchOf(patch: StoredSettings) {
+  const endedAt = patch.lastTurn?.endedAt;
+  return {
+    updated_at: new Date().toISOString(),
+    // Never back: a late update of an older turn leaves a newer activity as it is.
+    ...(endedAt
+      ? {
+          active_at: sql<string>`case when active_at < ${endedAt} then ${endedAt} else active_at end`,
+        }
+      : {}),
+  };
 }
 
 /** A copy of `settings` without a `sessionId` field (settings never move to another id). */

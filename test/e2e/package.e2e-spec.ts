@@ -11,6 +11,8 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { FakeOpenAiServer } from '../../src/testing';
+import { tempPgSchema } from '../contracts/sql-test-db';
+import { deletePrefix, REDIS_URL, testPrefix } from '../support/redis-test';
 
 /**
  * The package as a host gets it: the library is built and packed (`npm pack`, so `files`,
@@ -132,6 +134,52 @@ function installedPackages(modules: string, found = new Map<string, string[]>())
 
 const npmInstall = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'];
 
+/** The library's own peer ranges (the host installs what they allow). */
+const PEERS = (
+  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+    peerDependencies: Record<string, string>;
+  }
+).peerDependencies;
+
+/**
+ * A host of distributed mode, in CommonJS as a NestJS 11 or 12 host writes it: one instance,
+ * one input through a wake job (`runWhereReceived: false`), its settlement printed as JSON.
+ */
+const DISTRIBUTED_HOST = `
+require('reflect-metadata');
+const { Module } = require('@nestjs/common');
+const { NestFactory } = require('@nestjs/core');
+const { EventEmitterModule } = require('@nestjs/event-emitter');
+const agent = require('${PACKAGE.name}');
+(async () => {
+  const stores = await agent.createSqlStores(process.env.DB_URL, { fencing: new agent.LeaseFencing() });
+  const options = {
+    llmProvider: new agent.OpenAiCompatibleProvider({ baseURL: process.env.LLM_BASE_URL, defaultModel: 'fake-model' }),
+    sessionStore: stores.sessions,
+    historyStore: stores.log,
+    messageArchive: stores.log,
+    inputInbox: stores.inbox,
+    onShutdown: () => stores.close(),
+    distribution: {
+      redis: process.env.REDIS_URL, prefix: process.env.PREFIX, instanceId: 'host-1', stores, runWhereReceived: false,
+    },
+  };
+  class HostModule {}
+  Module({
+    imports: [EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }), agent.AgentModule.forRoot(options)],
+  })(HostModule);
+  const app = await NestFactory.createApplicationContext(HostModule, { logger: ['error'] });
+  await app.init();
+  const settlement = await app.get(agent.AgentService).handleMessage({ sessionId: 'dist-1', content: 'Hello' });
+  console.log(JSON.stringify(settlement));
+  console.log('[bullmq] @nestjs/bullmq ' + require('@nestjs/bullmq/package.json').version);
+  await app.close();
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
+`;
+
 describe('the packed library in a host application (examples/host-app)', () => {
   let work: string;
   let tarball: string;
@@ -247,6 +295,43 @@ describe('the packed library in a host application (examples/host-app)', () => {
   }
 
   /**
+   * One turn in distributed mode from the installed package (`DISTRIBUTED_HOST` in the host's
+   * folder): `@nestjs/bullmq`'s `BullModule` and `@Processor` of the host's line, the stores on
+   * a PostgreSQL schema of its own, a Redis prefix of its own.
+   */
+  async function runDistributedTurn(app: string, nodeFlags: string[]) {
+    const db = await tempPgSchema();
+    const prefix = testPrefix();
+    try {
+      server.enqueue({ text: 'Answered by a distributed instance.' });
+      writeFileSync(join(app, 'distributed-turn.cjs'), DISTRIBUTED_HOST);
+      const result = await run(
+        process.execPath,
+        [...nodeFlags, 'distributed-turn.cjs'],
+        app,
+        childEnv({ LLM_BASE_URL: server.url, DB_URL: db.url, REDIS_URL, PREFIX: prefix }),
+        60_000,
+      );
+      const settlement = result.stdout.split('\n').find((line) => line.startsWith('{"settled"'));
+      expect({ code: result.code, stderr: result.stderr, settled: !!settlement }).toEqual({
+        code: 0,
+        stderr: '',
+        settled: true,
+      });
+      expect(JSON.parse(settlement!)).toMatchObject({
+        settled: 'turn',
+        outcome: 'replied',
+        reply: 'Answered by a distributed instance.',
+      });
+      // The input went through a wake job: the processor of the host's @nestjs/bullmq ran it.
+      expect(result.stdout).toContain('[bullmq] @nestjs/bullmq 12.');
+    } finally {
+      await deletePrefix(prefix);
+      await db.drop();
+    }
+  }
+
+  /**
    * The host's installed tree: one copy of Nest's DI, and nothing of the server that the host
    * did not ask for itself, anywhere.
    */
@@ -264,12 +349,10 @@ describe('the packed library in a host application (examples/host-app)', () => {
     for (const name of SERVER_ONLY.filter((n) => !asked.has(n))) {
       expect({ name, installed: copies.get(name) }).toEqual({ name, installed: undefined });
     }
-    expect(SERVER_ONLY.filter((n) => !asked.has(n))).toEqual([
-      'better-sqlite3',
-      'pg',
-      '@anthropic-ai/sdk',
-      '@opentelemetry/sdk-node',
-    ]);
+    const neverAsked = ['better-sqlite3', 'pg', '@anthropic-ai/sdk', '@opentelemetry/sdk-node'];
+    expect(SERVER_ONLY.filter((n) => !asked.has(n))).toEqual(
+      neverAsked.filter((n) => !asked.has(n)),
+    );
   }
 
   /**
@@ -463,9 +546,16 @@ describe('the packed library in a host application (examples/host-app)', () => {
       '@nestjs/terminus': '^12.0.0',
       '@nestjs/websockets': '^12.0.0',
       '@nestjs/testing': '^12.0.0',
+      // Distributed mode's optional peers, on the NestJS 12 line of @nestjs/bullmq.
+      '@nestjs/bullmq': '^12.0.0',
+      bullmq: PEERS.bullmq,
+      ioredis: PEERS.ioredis,
+      pg: PEERS.pg,
     });
     expectHostTree(app, 12);
     // require(esm) is on by default from Node 20.19 / 22.12; older 20.x/22.x need the flag.
-    await runTurn(app, process.features.require_module ? [] : ['--experimental-require-module']);
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    await runTurn(app, flags);
+    await runDistributedTurn(app, flags);
   });
 });

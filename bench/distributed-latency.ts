@@ -42,7 +42,8 @@ export class Gate {
   }
 }
 
-const ANCHOR = 'anchor: keep this session busy';
+/** The content of an anchor input (its model call waits at the gate). */
+export const ANCHOR = 'anchor: keep this session busy';
 
 /** The zero-latency model, except that an anchor's first call waits at the gate. */
 export class GatedProvider extends ZeroLatencyProvider {

@@ -16,7 +16,8 @@
  *    counters), over the cold and the warm runs.
  * 3. Added latency per input, distributed minus in-process, cold (an idle session taken by the
  *    instance its input came to, and through a wake job) and warm (`distributed-latency.ts`).
- * 4. Round trips per input: PostgreSQL queries and Redis commands, by kind
+ * 4. Warm added latency again with each instance in its own process (`warm-procs.ts`).
+ * 5. Round trips per input: PostgreSQL queries and Redis commands, by kind
  *    (`distributed-round-trips.ts`).
  *
  * Run: node -r @swc-node/register -e "require('./bench/distributed.bench.ts').benchDistributed().then(console.log)"
@@ -40,6 +41,7 @@ import { COLD_SESSIONS_PER_CALLER, WARM_IN_FLIGHT } from './distributed-child';
 import { added, coldLatency, warmLatency } from './distributed-latency';
 import { directSweepSection } from './direct-sweep';
 import { roundTripsSection } from './distributed-round-trips';
+import { warmAcrossProcesses } from './warm-procs';
 import { median, percentile } from './support/stats';
 
 const REPEATS = Number(process.env.REPEATS ?? 3);
@@ -416,6 +418,8 @@ export async function benchDistributed(): Promise<string> {
   try {
     await (await createSqlStores(db.url)).close();
     const latency = await latencySection(db.url);
+    progress('warm latency, each instance in its own process');
+    const warmProcs = await warmAcrossProcesses();
     progress('round trips per input');
     const roundTrips = await roundTripsSection();
     progress('direct-set sweep');
@@ -432,6 +436,8 @@ export async function benchDistributed(): Promise<string> {
       ...throughputLines,
       '',
       ...latency,
+      '',
+      ...warmProcs,
       '',
       ...roundTrips,
       '',

@@ -11,8 +11,8 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { FakeOpenAiServer } from '../../src/testing';
-import { tempPgSchema } from '../contracts/sql-test-db';
-import { deletePrefix, REDIS_URL, testPrefix } from '../support/redis-test';
+import { describePg, tempPgSchema } from '../contracts/sql-test-db';
+import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
 
 /**
  * The package as a host gets it: the library is built and packed (`npm pack`, so `files`,
@@ -185,6 +185,10 @@ describe('the packed library in a host application (examples/host-app)', () => {
   let tarball: string;
   let packed: string[];
   let server: FakeOpenAiServer;
+  /** The NestJS 12 host, once installed (the distributed test runs in it). */
+  let nest12App: string | undefined;
+  // require(esm) is on by default from Node 20.19 / 22.12; older 20.x/22.x need the flag.
+  const requireEsmFlags = process.features.require_module ? [] : ['--experimental-require-module'];
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'agent-package-'));
@@ -553,9 +557,17 @@ describe('the packed library in a host application (examples/host-app)', () => {
       pg: PEERS.pg,
     });
     expectHostTree(app, 12);
-    // require(esm) is on by default from Node 20.19 / 22.12; older 20.x/22.x need the flag.
-    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
-    await runTurn(app, flags);
-    await runDistributedTurn(app, flags);
+    await runTurn(app, requireEsmFlags);
+    nest12App = app;
+  });
+
+  describeRedis('NestJS 12 with Redis', () => {
+    describePg('and PostgreSQL', () => {
+      it('NestJS 12: distributed mode runs an input through a wake job with @nestjs/bullmq 12', async () => {
+        if (!nest12App)
+          throw new Error('the NestJS 12 host was not installed (see the test before)');
+        await runDistributedTurn(nest12App, requireEsmFlags);
+      });
+    });
   });
 });

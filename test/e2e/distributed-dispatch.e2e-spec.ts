@@ -343,6 +343,36 @@ describeRedis('distributed dispatch (two instances)', () => {
       expect(await redis.zrange(`${prefix}:direct`, 0, -1)).toEqual([]);
     });
 
+    it('the holder tells its stores the session of an input another instance accepted, not of one it accepted itself', async () => {
+      const a = await instance('inst-a');
+      const b = await instance('inst-b');
+      const told = jest.spyOn(LeaseFencing.prototype, 'runs');
+      try {
+        server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+        const first = a.harness.agent.handleMessage({ ...human('s', 'H1'), id: 'in-h1' });
+        await turnStart('s', 'H1');
+        await server.nextRequest();
+        const joined = b.harness.agent.handleMessage({ ...human('s', 'H2'), id: 'in-h2' });
+        await a.harness.waitFor(
+          'agent:queue',
+          (q) => q.sessionId === 's' && q.waiting.length === 1,
+        );
+        server.release();
+        await expect(Promise.all([first, joined])).resolves.toEqual([
+          expect.objectContaining({ outcome: 'replied' }),
+          expect.objectContaining({ outcome: 'replied' }),
+        ]);
+        // Only the holder enters inputs, and only H2 came from elsewhere.
+        expect(told.mock.calls).toEqual([['in-h2', 's']]);
+        await letGo('s'); // once the inbox has both settlements
+        expect((await a.stores.inbox.get('in-h2'))?.settlement).toMatchObject({
+          outcome: 'replied',
+        });
+      } finally {
+        told.mockRestore();
+      }
+    });
+
     it.each([
       ['fails (the database is away)', () => Promise.reject(new Error('the database is away'))],
       ['finds a newer fence (the grant is stale)', () => Promise.resolve(false)],

@@ -22,6 +22,8 @@ export const UNKNOWN_ORIGIN = '';
 
 /** What the sessions this instance runs are run with. */
 export interface HeldSessionsParts {
+  /** This instance's id (the origin of the inputs it accepted). */
+  instanceId: string;
   lanes: SessionLanes;
   leases: SessionLeases;
   fencing: LeaseFencing;
@@ -171,8 +173,11 @@ export class SessionRuns {
     }
     const tell = [input.origin];
     session.entered.set(id, tell);
-    // Its inbox entry's writes (turn, settlement) need not read its session.
-    this.parts.fencing.runs(id, session.grant.sessionId);
+    // An input accepted elsewhere: its inbox entry's writes need not read its session (one
+    // accepted here is known to the stores already).
+    if (input.origin !== this.parts.instanceId) {
+      this.parts.fencing.runs(id, session.grant.sessionId);
+    }
     session.unsettled++;
     session.changed();
     const entered = this.parts.lanes.enterRecorded(input.message);

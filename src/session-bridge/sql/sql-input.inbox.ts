@@ -33,10 +33,10 @@ interface PendingAccept {
 /**
  * `InputInbox` over the `inbox` table, for SQLite and PostgreSQL alike (written once against
  * Kysely), with the semantics of `MemoryInputInbox`. Idempotent by id through the primary key:
- * `accept` inserts with `ON CONFLICT DO NOTHING` and reads back, so a concurrent duplicate (in
- * this process or another) waits for the other's commit and returns its entry instead of adding
- * a second one. Accepts are group-committed (see `accept`). Returned entries
- * are fresh objects. Text is kept as `normaliseText` makes it (ids included: PostgreSQL refuses
+ * `accept` inserts with `ON CONFLICT DO NOTHING` and reads back what it did not write, so a
+ * concurrent duplicate (in this process or another) waits for the other's commit and returns its
+ * entry instead of adding a second one. Accepts are group-committed (see `accept`). Returned
+ * entries are fresh objects. Text is kept as `normaliseText` makes it (ids included: PostgreSQL refuses
  * U+0000). A database failure rejects with `StoreUnavailableError` (store `'inbox'`).
  */
 export class SqlInputInbox implements InputInbox {
@@ -60,9 +60,10 @@ export class SqlInputInbox implements InputInbox {
 
   /**
    * Group commit: the accepts that arrive while a write is scheduled or running are written
-   * together by the next one, in one transaction with one multi-row insert, so a burst of
-   * inputs costs a few commits instead of one each and never queues a write per input ahead of
-   * every other query. Each caller still resolves only once its input is committed.
+   * together by the next one, with one multi-row insert (on PostgreSQL, up to 200 rows: that one
+   * statement, returning what it wrote; otherwise one transaction), so a burst of inputs costs a
+   * few commits instead of one each and never queues a write per input ahead of every other
+   * query. Each caller still resolves only once its input is committed.
    */
   accept(
     given: IncomingMessage & { id: string },

@@ -13,6 +13,7 @@ import { InstanceMailbox } from '../../src/distribution/redis/instance-mailbox';
 import { InstanceRegistry } from '../../src/distribution/redis/instance-registry';
 import { LeaseFencing } from '../../src/distribution/redis/lease-fencing';
 import { PendingInputs } from '../../src/distribution/redis/pending-inputs';
+import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 import { RemoteView } from '../../src/distribution/redis/remote-view';
 import { SessionLeases } from '../../src/distribution/redis/session-leases';
 import { WAKE_QUEUE, WakeQueue, type WakeJob } from '../../src/distribution/redis/wake-queue';
@@ -371,6 +372,31 @@ describeRedis('distributed dispatch (two instances)', () => {
       } finally {
         told.mockRestore();
       }
+    });
+
+    it("S2: a holder whose lease ran out takes nothing from the session's list when poked late: those inputs stay for the instance that holds it now", async () => {
+      const a = await instance('inst-a');
+      server.enqueue({ text: 'R1', hold: true }, { text: 'R2' });
+      const first = a.harness.agent.handleMessage(human('s', 'H1'));
+      await turnStart('s', 'H1');
+      await server.nextRequest();
+      // As Redis sees it, a was paused past its lease and b took the session over; an input
+      // came for b meanwhile. a has not noticed, and reads a poke sent before the takeover.
+      const lease = new RedisKeys(prefix).lease('s');
+      const fence = a.leases.grantOf('s')!.fence;
+      await redis.set(lease, `inst-b|${fence + 1}`, 'PX', 10_000);
+      const pending = new PendingInputs(redis, prefix);
+      const late = { id: 'in-late', sessionId: 's', content: 'late' };
+      await pending.push({ message: late, origin: 'inst-b' });
+      await (a.dispatcher as unknown as { held: { poke(id: string): Promise<void> } }).held.poke(
+        's',
+      );
+      expect(await pending.ids('s')).toEqual(['in-late']);
+      expect(a.harness.agent.waiting('s')).toEqual([]);
+      // Back to a alone (the takeover was staged): its turn ends as it would have.
+      await redis.del(lease, new RedisKeys(prefix).pending('s'));
+      server.release();
+      await expect(first).resolves.toMatchObject({ settled: 'turn', reply: 'R1' });
     });
 
     it.each([

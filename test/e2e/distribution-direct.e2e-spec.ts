@@ -175,11 +175,13 @@ describeRedis('an idle session taken where its input came (Redis)', () => {
   it('inputs drained and then not run go back to the head of their list, in their order', async () => {
     const pushed = [input('s', 'a'), input('s', 'b'), input('s', 'a')];
     for (const item of pushed.slice(0, 2)) await pending.push(item);
-    const drained = await pending.drain('s');
+    await redis.set(keys.lease('s'), 'a|1', 'PX', 10_000);
+    const holder = { instanceId: 'a', fence: 1 };
+    const drained = await pending.drain('s', holder);
     await pending.push(pushed[2]); // came meanwhile: after them
     await pending.restore('s', drained);
     await pending.restore('s', []);
-    expect(await pending.drain('s')).toEqual(pushed);
+    expect(await pending.drain('s', holder)).toEqual(pushed);
   });
 
   it('wakeDirectOrphans wakes each orphaned session a lease later, and reports nothing when Redis fails', async () => {

@@ -26,6 +26,9 @@ const input = (sessionId: string, id: string, origin = 'inst-a') => ({
   origin,
 });
 
+/** The holder a drain names: instance `inst-a`, fence 1. */
+const HOLDER = { instanceId: 'inst-a', fence: 1 };
+
 describeRedis('distribution: pending inputs', () => {
   let prefix: string;
   const clients: Redis[] = [];
@@ -38,6 +41,10 @@ describeRedis('distribution: pending inputs', () => {
   beforeEach(() => {
     prefix = testPrefix();
   });
+
+  /** Gives the session's lease to `HOLDER`, as a grant would. */
+  const hold = (sessionId: string) =>
+    client().set(new RedisKeys(prefix).lease(sessionId), 'inst-a|1', 'PX', 10_000);
 
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.quit()));
@@ -60,7 +67,8 @@ describeRedis('distribution: pending inputs', () => {
       Array.from({ length: 50 }, (_, i) => i + 1),
     );
 
-    const drained = await a.drain('s');
+    await hold('s');
+    const drained = await a.drain('s', HOLDER);
     expect(drained).toHaveLength(50);
     expect(new Set(drained.map((d) => d.message.id))).toEqual(new Set(order));
     // Per instance, its own pushes stay in the order it made them.
@@ -68,7 +76,7 @@ describeRedis('distribution: pending inputs', () => {
       const mine = drained.filter((d) => d.origin === origin).map((d) => d.message.id);
       expect(mine).toEqual(order.filter((id) => mine.includes(id)));
     }
-    expect(await a.drain('s')).toEqual([]);
+    expect(await a.drain('s', HOLDER)).toEqual([]);
     expect(await a.length('s')).toBe(0);
   });
 
@@ -76,15 +84,35 @@ describeRedis('distribution: pending inputs', () => {
     const pusher = new PendingInputs(client(), prefix);
     const drainers = [new PendingInputs(client(), prefix), new PendingInputs(client(), prefix)];
     const taken: string[] = [];
+    await hold('s');
     for (let round = 0; round < 20; round++) {
       await Promise.all(
         Array.from({ length: 5 }, (_, i) => pusher.push(input('s', `r${round}-${i}`))),
       );
-      const got = await Promise.all(drainers.map((d) => d.drain('s')));
+      const got = await Promise.all(drainers.map((d) => d.drain('s', HOLDER)));
       taken.push(...got.flat().map((g) => g.message.id));
     }
     expect(taken).toHaveLength(100);
     expect(new Set(taken).size).toBe(100);
+  });
+
+  it("only the session's holder drains its list: a lease run out, or another grant's, takes nothing", async () => {
+    const redis = client();
+    const pending = new PendingInputs(redis, prefix);
+    await pending.push(input('s', 'in-1'));
+    await pending.push(input('s', 'in-2'));
+    // Nobody holds it (a holder paused past its lease, not told yet): nothing is taken.
+    expect(await pending.drain('s', HOLDER)).toEqual([]);
+    // Held by the next grant of the same instance, or by another instance: the old grant takes none.
+    const lease = new RedisKeys(prefix).lease('s');
+    await redis.set(lease, 'inst-a|2', 'PX', 10_000);
+    expect(await pending.drain('s', HOLDER)).toEqual([]);
+    await redis.set(lease, 'inst-b|1', 'PX', 10_000);
+    expect(await pending.drain('s', HOLDER)).toEqual([]);
+    expect(await pending.length('s')).toBe(2);
+    // The holder takes them all, in order.
+    const drained = await pending.drain('s', { instanceId: 'inst-b', fence: 1 });
+    expect(drained.map((d) => d.message.id)).toEqual(['in-1', 'in-2']);
   });
 
   it('a push says which instance holds the session, in the same round trip', async () => {
@@ -132,7 +160,8 @@ describeRedis('distribution: pending inputs', () => {
     for (const id of ['plain', 's*1', 's[x]?', 'a\\b']) await pending.push(input(id, `in-${id}`));
     await neighbour.push(input('other', 'in-other'));
     expect((await pending.sessions()).sort()).toEqual(['a\\b', 'plain', 's*1', 's[x]?']);
-    await pending.drain('plain');
+    await hold('plain');
+    await pending.drain('plain', HOLDER);
     expect(await pending.sessions()).not.toContain('plain');
     await deletePrefix(`${prefix}x`);
   });
@@ -149,7 +178,8 @@ describeRedis('distribution: pending inputs', () => {
     await pending.push({ message, origin: 'inst-a' });
     const ttl = await redis.pttl(new RedisKeys(prefix).pending('s:with:colons'));
     expect(ttl).toBeGreaterThan(23 * 60 * 60 * 1000);
-    expect(await pending.drain('s:with:colons')).toEqual([{ message, origin: 'inst-a' }]);
+    await hold('s:with:colons');
+    expect(await pending.drain('s:with:colons', HOLDER)).toEqual([{ message, origin: 'inst-a' }]);
   });
 });
 

@@ -58,7 +58,10 @@ export class HeldSessions extends SessionRuns {
     this.parts.fencing.granted(grant);
     const claiming = this.parts.fences.claim(sessionId, grant.fence, { flush: !granted.clean });
     // A clean grant takes nothing over: its list is drained while its fence is claimed.
-    const draining = granted.clean ? this.parts.pending.drain(sessionId) : Promise.resolve([]);
+    const holder = { instanceId: this.parts.instanceId, fence: grant.fence };
+    const draining = granted.clean
+      ? this.parts.pending.drain(sessionId, holder)
+      : Promise.resolve([]);
     const opening = Promise.allSettled([claiming, draining]);
     this.opening.set(sessionId, opening);
     this.countDirect(1);

@@ -116,6 +116,11 @@ export function defineLeaseCommands(redis: Redis): LeaseCommands {
   return redis as unknown as LeaseCommands;
 }
 
+/** The lease value of a grant: `<instanceId>|<fence>`. */
+export function leaseValue(instanceId: string, fence: number): string {
+  return `${instanceId}|${fence}`;
+}
+
 /** Splits a lease value `<instanceId>|<fence>` at its last `|`. */
 export function parseLeaseValue(value: string): { instanceId: string; fence: number } {
   const at = value.lastIndexOf('|');

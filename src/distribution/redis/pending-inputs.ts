@@ -1,6 +1,6 @@
 import type Redis from 'ioredis';
 import type { IncomingMessage } from '../../contracts';
-import { parseLeaseValue } from './lease-scripts';
+import { leaseValue, parseLeaseValue } from './lease-scripts';
 import { type Letter, MESSAGE_FIELD } from './mailbox-wire';
 import { RedisKeys } from './redis-keys';
 
@@ -71,8 +71,13 @@ return { length, lease or false, poked }
 /** The letter's arguments of a push without one. */
 const NO_LETTER = ['', '', '', '', ''];
 
-/** LRANGE and DEL at once: what one drain takes is gone for every other. */
+/**
+ * LRANGE and DEL at once, by the session's holder only (KEYS[2], its lease, must hold ARGV[1]):
+ * what one drain takes is gone for every other, and an instance whose lease ran out (a paused
+ * holder that has not noticed yet) takes nothing that the next holder must run. Nil: not held.
+ */
 const DRAIN_SCRIPT = `
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return false end
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 if #items > 0 then redis.call('DEL', KEYS[1]) end
 return items
@@ -80,7 +85,7 @@ return items
 
 type Scripted = Redis & {
   agentPendingPush(...keysThenArgs: (string | number)[]): Promise<unknown>;
-  agentPendingDrain(list: string): Promise<string[]>;
+  agentPendingDrain(list: string, lease: string, holder: string): Promise<string[] | null>;
 };
 
 /** `text` with Redis glob characters escaped, to match it literally in SCAN MATCH. */
@@ -103,7 +108,7 @@ export class PendingInputs {
     this.keys = new RedisKeys(prefix);
     if (!('agentPendingPush' in redis)) {
       redis.defineCommand('agentPendingPush', { numberOfKeys: 5, lua: PUSH_SCRIPT });
-      redis.defineCommand('agentPendingDrain', { numberOfKeys: 1, lua: DRAIN_SCRIPT });
+      redis.defineCommand('agentPendingDrain', { numberOfKeys: 2, lua: DRAIN_SCRIPT });
     }
     this.redis = redis as Scripted;
   }
@@ -138,10 +143,23 @@ export class PendingInputs {
     return lease ? { holder: parseLeaseValue(lease).instanceId, ...result } : result;
   }
 
-  /** Takes every input of the session's list, in order (none: an empty list). */
-  async drain(sessionId: string): Promise<PendingInput[]> {
-    const items = await this.redis.agentPendingDrain(this.keys.pending(sessionId));
-    return items.map((item) => JSON.parse(item) as PendingInput);
+  /**
+   * Takes every input of the session's list, in order, if `holder` (this instance and its
+   * grant's fence) still holds the session's lease; none when the list is empty or the lease is
+   * no longer that grant's.
+   */
+  async drain(
+    sessionId: string,
+    holder: { instanceId: string; fence: number },
+  ): Promise<PendingInput[]> {
+    const { keys } = this;
+    const value = leaseValue(holder.instanceId, holder.fence);
+    const items = await this.redis.agentPendingDrain(
+      keys.pending(sessionId),
+      keys.lease(sessionId),
+      value,
+    );
+    return (items ?? []).map((item) => JSON.parse(item) as PendingInput);
   }
 
   /** Puts inputs taken by `drain` back at the head of the session's list, in their order. */

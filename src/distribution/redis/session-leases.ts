@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { defineLeaseCommands, LeaseCommands, parseLeaseValue } from './lease-scripts';
+import { defineLeaseCommands, LeaseCommands, leaseValue, parseLeaseValue } from './lease-scripts';
 import { RedisKeys } from './redis-keys';
 import type { LeaseGrant, LeaseHolder, SessionLeasesOptions } from './lease-types';
 
@@ -89,7 +89,7 @@ export class SessionLeases {
   ): Promise<{ released: boolean; pending: number }> {
     const own = this.grants.get(grant.sessionId);
     if (own?.grant.fence === grant.fence) this.grants.delete(grant.sessionId);
-    const value = `${this.options.instanceId}|${grant.fence}`;
+    const value = leaseValue(this.options.instanceId, grant.fence);
     const [deleted, pending] = await this.commands.agentLeaseRelease(
       this.keys.lease(grant.sessionId),
       this.keys.released(grant.sessionId),
@@ -129,7 +129,7 @@ export class SessionLeases {
   adopt(sessionId: string, fence: number, clean: boolean, sentAt: number): LeaseGrant {
     const current = this.grants.get(sessionId);
     const replaced = current ? this.forget([current]) : [];
-    const value = `${this.options.instanceId}|${fence}`;
+    const value = leaseValue(this.options.instanceId, fence);
     const grant = { sessionId, fence };
     this.grants.set(sessionId, { grant, value, afterClean: clean, renewedAt: sentAt });
     this.report(replaced);
@@ -253,7 +253,7 @@ export class SessionLeases {
     if (fence !== null) {
       next ??= {
         grant: { sessionId, fence },
-        value: `${instanceId}|${fence}`,
+        value: leaseValue(instanceId, fence),
         afterClean: Number(answer![1]) === 1,
         renewedAt: sentAt,
       };

@@ -154,7 +154,9 @@ export class SessionRuns {
   /** Takes the session's pending inputs and enters them, after any drain still going. */
   protected drain(session: HeldSession): Promise<void> {
     const next = session.draining.then(async () => {
-      const inputs = await this.parts.pending.drain(session.grant.sessionId);
+      const { sessionId, fence } = session.grant;
+      const holder = { instanceId: this.parts.instanceId, fence };
+      const inputs = await this.parts.pending.drain(sessionId, holder);
       for (const input of inputs) this.enter(session, input);
     });
     session.draining = next.catch((error: unknown) => {

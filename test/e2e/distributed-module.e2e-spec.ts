@@ -11,7 +11,14 @@ import { FakeOpenAiServer } from '../../src/testing';
 import { describePg, tempPgSchema, tempSqlite, type TempDb } from '../contracts/sql-test-db';
 import { AgentHarness } from '../support/agent-harness';
 import { RedisInstance } from '../support/redis-instance';
-import { deletePrefix, describeRedis, REDIS_URL, testPrefix } from '../support/redis-test';
+import {
+  deletePrefix,
+  describeRedis,
+  REDIS_URL,
+  testPrefix,
+  testRedis,
+} from '../support/redis-test';
+import { RedisKeys } from '../../src/distribution/redis/redis-keys';
 
 /**
  * Distributed mode as a library host turns it on: `AgentModule.forRoot({ distribution })` with
@@ -92,6 +99,26 @@ describeRedis('distributed mode through AgentModule options', () => {
         'H3',
         'R3',
       ]);
+    });
+
+    it('S9: an application closed as soon as its input settled lets the session go cleanly before Redis closes', async () => {
+      const made = await stores();
+      const a = await app(made, 'host-a');
+      server.enqueue({ text: 'R1' });
+      await expect(a.agent.handleMessage({ sessionId: 's', content: 'H1' })).resolves.toMatchObject(
+        { reply: 'R1' },
+      );
+      open.splice(open.indexOf(a), 1);
+      await a.close();
+      const redis = testRedis();
+      try {
+        const keys = new RedisKeys(prefix);
+        // Released (compare-and-delete, marked clean), not left to run out.
+        expect(await redis.exists(keys.lease('s'))).toBe(0);
+        expect(await redis.exists(keys.released('s'))).toBe(1);
+      } finally {
+        await redis.quit();
+      }
     });
 
     it("S3, S8: the synchronous answers of an instance that does not run the session come from the holder's published view", async () => {

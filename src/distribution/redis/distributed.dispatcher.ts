@@ -48,7 +48,6 @@ const REPEAT_POLL_MS = 200;
  * nobody holds the session, this instance takes it (if it has room) or adds one wake job for any
  * instance (`HeldSessions`). The settlement comes back to this instance through its mailbox.
  * Control goes to the holder: `abort`, `stop`, `approve`, `waiting`, `runningTurn`, `approvals`.
- *
  * Holds (S4) are placed on every live instance before anything is stopped, and released on
  * every one; a hold whose instance is gone (no heartbeat) is forgotten, so no session stays held
  * by a dead instance. The synchronous `view` answers for sessions run here from the lanes, for
@@ -128,7 +127,7 @@ export class DistributedDispatcher implements WorkDispatcher {
   /**
    * A session's turn started or ended, or its waiting list changed: once the current callbacks
    * ran, the states of every session that changed meanwhile go to the other instances' views
-   * together, in one round trip (under load many fall in the same turn of the event loop).
+   * together, in one round trip (under load many fall in one turn of the event loop).
    */
   viewChanged(sessionId: string): void {
     if (this.viewDue.has(sessionId)) return;
@@ -247,8 +246,9 @@ export class DistributedDispatcher implements WorkDispatcher {
   async drain(): Promise<void> {
     this.repeats.close();
     this.held.stopTaking();
-    const sessions = this.held.sessions();
-    await Promise.all(sessions.map((id) => this.lanes.stop(id, 'shutdown', 'shutdown')));
+    const stop = (id: string) => this.lanes.stop(id, 'shutdown', 'shutdown');
+    await Promise.all(this.held.sessions().map(stop));
+    await this.held.whenAllLetGo();
   }
 
   async waiting(sessionId: string): Promise<IncomingMessage[]> {

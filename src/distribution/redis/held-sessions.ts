@@ -43,6 +43,16 @@ export class HeldSessions extends SessionRuns {
   }
 
   /**
+   * Resolves once every session run here now has let its lease go. Shutdown waits for it after
+   * stopping the lanes, so the leases are released cleanly before Redis closes (and no run drains
+   * on a closed connection).
+   */
+  async whenAllLetGo(): Promise<void> {
+    await Promise.allSettled([...this.opening.values()]);
+    await Promise.allSettled([...this.runs]);
+  }
+
+  /**
    * A session whose lease the push of its input took for this instance (it was idle and this
    * instance had room): its fence claimed, it runs here until idle, as a wake job's would. A
    * stale grant (Redis lost its fence counter) or one that comes while this instance still lets

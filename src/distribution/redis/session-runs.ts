@@ -74,6 +74,8 @@ export interface HeldSession {
 export class SessionRuns {
   protected readonly logger = new Logger('HeldSessions');
   protected readonly running = new Map<string, HeldSession>();
+  /** Each session's run, until it has let its lease go (shutdown waits for them). */
+  protected readonly runs = new Set<Promise<void>>();
 
   constructor(protected readonly parts: HeldSessionsParts) {}
 
@@ -82,6 +84,16 @@ export class SessionRuns {
    * inputs taken from its pending list already (they enter after any taken over).
    */
   protected async runHeld(grant: LeaseGrant, first: PendingInput[] = []): Promise<void> {
+    const run = this.runUntilLetGo(grant, first);
+    this.runs.add(run);
+    try {
+      await run;
+    } finally {
+      this.runs.delete(run);
+    }
+  }
+
+  private async runUntilLetGo(grant: LeaseGrant, first: PendingInput[]): Promise<void> {
     const sessionId = grant.sessionId;
     const session = this.open(grant);
     let clean = false;

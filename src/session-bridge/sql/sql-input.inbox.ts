@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import type { Insertable, Kysely, Selectable } from 'kysely';
 import {
   normaliseDeep,
   normaliseText,
@@ -107,19 +107,20 @@ export class SqlInputInbox implements InputInbox {
     const acceptedAt = new Date().toISOString();
     const unique = new Map<string, StoredMessage>();
     for (const message of messages) if (!unique.has(message.id)) unique.set(message.id, message);
-    if (this.dialect === 'postgres' && unique.size <= ROWS_CHUNK) {
-      return this.insertAtOnce(messages, unique, acceptedAt);
+    const unnumbered = [...unique.values()].map((message) => ({
+      id: message.id,
+      session_id: message.sessionId,
+      message: JSON.stringify(message),
+      accepted_at: acceptedAt,
+    }));
+    if (this.dialect === 'postgres' && unnumbered.length <= ROWS_CHUNK) {
+      return this.insertAtOnce(messages, unnumbered);
     }
     return this.db.transaction().execute(async (trx) => {
       // PostgreSQL numbers the rows itself (bigserial); SQLite takes them from its counter.
       const first = this.dialect === 'sqlite' ? await reserveSeqs(trx, unique.size) : undefined;
-      const rows = [...unique.values()].map((message, i) => ({
-        id: message.id,
-        session_id: message.sessionId,
-        message: JSON.stringify(message),
-        accepted_at: acceptedAt,
-        ...(first === undefined ? {} : { seq: first + i }),
-      }));
+      const rows =
+        first === undefined ? unnumbered : unnumbered.map((row, i) => ({ ...row, seq: first + i }));
       const inserted = new Set<string>();
       for (let at = 0; at < rows.length; at += ROWS_CHUNK) {
         const written = await trx
@@ -146,15 +147,8 @@ export class SqlInputInbox implements InputInbox {
    */
   private async insertAtOnce(
     messages: StoredMessage[],
-    unique: Map<string, StoredMessage>,
-    acceptedAt: string,
+    rows: Insertable<InboxTable>[],
   ): Promise<AcceptResult[]> {
-    const rows = [...unique.values()].map((message) => ({
-      id: message.id,
-      session_id: message.sessionId,
-      message: JSON.stringify(message),
-      accepted_at: acceptedAt,
-    }));
     const written = await this.db
       .insertInto('inbox')
       .values(rows)
@@ -163,7 +157,7 @@ export class SqlInputInbox implements InputInbox {
       .execute();
     const stored = new Map(written.map((row) => [row.id, row]));
     const inserted = new Set(stored.keys());
-    const repeated = [...unique.keys()].filter((id) => !inserted.has(id));
+    const repeated = rows.map((row) => row.id).filter((id) => !inserted.has(id));
     if (repeated.length) {
       const found = await this.db
         .selectFrom('inbox')

@@ -13,13 +13,26 @@
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 
+/** `String.prototype.isWellFormed` (ES2024, in every Node this package runs on). */
+type WellFormedCheck = (this: string) => boolean;
+const isWellFormed = (String.prototype as unknown as { isWellFormed: WellFormedCheck })
+  .isWellFormed;
+
+/**
+ * Whether `text` holds nothing `UNSTORABLE` matches: no U+0000 and no lone surrogate (what
+ * `isWellFormed` checks, natively: a quarter of the regex's time on the short texts of a turn).
+ */
+function storable(text: string): boolean {
+  return isWellFormed.call(text) && !text.includes('\u0000');
+}
+
 /**
  * `text` as every store keeps it: U+0000 becomes U+FFFD, and so does every lone surrogate code
  * unit (one U+FFFD each); valid surrogate pairs and everything else are unchanged. Returns
  * `text` itself when nothing needs changing (one regex test, no copy).
  */
 export function normaliseText(text: string): string {
-  return UNSTORABLE.test(text) ? text.replace(UNSTORABLE_ALL, '\uFFFD') : text;
+  return storable(text) ? text : text.replace(UNSTORABLE_ALL, '\uFFFD');
 }
 
 /**
@@ -40,7 +53,7 @@ const CLEAN_SCAN_DEPTH = 32;
 
 /** Whether no string in `value` (keys included) needs `normaliseText`; no allocation. */
 function isClean(value: unknown, depth: number): boolean {
-  if (typeof value === 'string') return !UNSTORABLE.test(value);
+  if (typeof value === 'string') return storable(value);
   if (typeof value !== 'object' || value === null) return true;
   if (depth > CLEAN_SCAN_DEPTH) return false;
   if (Array.isArray(value)) {
@@ -51,7 +64,7 @@ function isClean(value: unknown, depth: number): boolean {
   if (proto !== Object.prototype && proto !== null) return true;
   for (const key in value) {
     if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
-    if (UNSTORABLE.test(key) || !isClean((value as Record<string, unknown>)[key], depth + 1)) {
+    if (!storable(key) || !isClean((value as Record<string, unknown>)[key], depth + 1)) {
       return false;
     }
   }

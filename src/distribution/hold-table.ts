@@ -27,8 +27,16 @@ export class HoldTable {
     return this.global > 0 || this.perSession.has(sessionId);
   }
 
-  /** Resolves once the session is not held (at once when it is free) or `signal` aborts. */
-  async whenFree(sessionId: string, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves once the session is not held (at once when it is free) or `signal` aborts. A free
+   * session gets one shared settled promise: every input asks twice on its way in.
+   */
+  whenFree(sessionId: string, signal?: AbortSignal): Promise<void> {
+    if (!this.isHeld(sessionId) || signal?.aborted) return FREE;
+    return this.waitFree(sessionId, signal);
+  }
+
+  private async waitFree(sessionId: string, signal?: AbortSignal): Promise<void> {
     while (this.isHeld(sessionId) && !signal?.aborted) await this.nextRelease(signal);
   }
 
@@ -55,3 +63,5 @@ export class HoldTable {
     for (const wake of [...this.waiters]) wake();
   }
 }
+
+const FREE: Promise<void> = Promise.resolve();

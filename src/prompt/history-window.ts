@@ -95,6 +95,11 @@ export function speakerContent(
 export interface HistoryViewOptions {
   /** Whether the session is a room: user messages then name their speaker. */
   room?: boolean;
+  /**
+   * Ids of messages to leave out as if they were not there (they neither break nor join a tool
+   * group): a turn's own inputs, already in the list it builds.
+   */
+  exclude?: ReadonlySet<string>;
 }
 
 /**
@@ -108,8 +113,12 @@ export function historyToModelMessages(
   options: HistoryViewOptions = {},
 ): ModelMessage[] {
   const room = !!options.room;
+  const { exclude } = options;
+  const skip = exclude?.size
+    ? (m: Message) => isEventMarker(m) || exclude.has(m.id)
+    : isEventMarker;
   const out: ModelMessage[] = [];
-  keepToolGroups(history, out, isEventMarker, (m) => modelView(m, room));
+  keepToolGroups(history, out, skip, (m) => modelView(m, room));
   return out;
 }
 

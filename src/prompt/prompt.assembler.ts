@@ -108,9 +108,8 @@ export class PromptAssembler {
     messages: readonly ModelMessage[],
     view: Omit<PromptView, 'messages'>,
   ): Promise<ModelMessage[]> {
-    const present = new Set(
-      messages.filter((m) => m.role === 'system').map((m) => m.metadata?.injector),
-    );
+    const present = new Set<unknown>();
+    for (const m of messages) if (m.role === 'system') present.add(m.metadata?.injector);
     const pending = this.list().filter((c) => !present.has(c.globalKey));
     if (!pending.length) return [...messages];
     // R2: a snapshot, not the live list: builds run in parallel and must not change the prompt.

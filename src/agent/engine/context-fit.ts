@@ -93,9 +93,10 @@ function untouched(
   const bucketed = bucketMessages(messages, count, toolTokens, reserve);
   const { history, toolResults } = bucketed.breakdown;
   const untrimmedHistory = history + toolResults + state.historyCut;
-  // A copy: the sent list is handed to agent:llm:after and must not grow with the turn.
+  // A copy: the sent list is handed to agent:llm:after and must not grow with the turn. The sent
+  // list itself is the call's own (`prepareCall` made it for this call), as a trimmed one is.
   if (first) state.working = [...messages];
-  return { messages: [...messages], untrimmedHistory, bucketed };
+  return { messages, untrimmedHistory, bucketed };
 }
 
 function historyTokens(list: readonly ModelMessage[], count: (m: ModelMessage) => number): number {

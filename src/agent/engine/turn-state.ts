@@ -98,11 +98,22 @@ export class TurnState {
     return this.model ? estimator.stampCounts(messages, this.encodingOf(estimator)) : undefined;
   }
 
-  /** The token encoding of the turn's model (its capability, else by model name). */
+  /**
+   * The token encoding of the turn's model (its capability, else by model name); looked up once
+   * per model (a turn asks for it a dozen times).
+   */
   encodingOf(estimator: TokenEstimator): TokenEncoding {
-    const { ref, capabilities } = this.model!;
-    return estimator.encodingFor(ref.model, capabilities.encoding);
+    const model = this.model!;
+    if (this.encodingKnown?.model !== model) {
+      const { ref, capabilities } = model;
+      this.encodingKnown = {
+        model,
+        encoding: estimator.encodingFor(ref.model, capabilities.encoding),
+      };
+    }
+    return this.encodingKnown.encoding;
   }
+  private encodingKnown?: { model: ResolvedModel; encoding: TokenEncoding };
 
   /** Adds streamed text or reasoning to the timeline, merging it into the previous piece. */
   addStreamed(type: 'text' | 'reasoning_text', delta: string): void {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { normaliseDeep, normaliseText } from '../../../src/contracts';
 
 // The policy lives in contracts (every store and the agent share it); it is specified here,
@@ -45,6 +46,20 @@ describe('text policy', () => {
         const platform = (text as unknown as { toWellFormed(): string }).toWellFormed();
         expect(normaliseText(text)).toBe(platform);
       }
+    });
+
+    it('any mix of NUL, surrogates and text: U+0000 replaced, the rest as toWellFormed makes it', () => {
+      const unit = fc.constantFrom('\u0000', '\uD800', '\uDBFF', '\uDC00', '\uDFFF', 'a', '\uFFFD');
+      fc.assert(
+        fc.property(fc.array(unit, { maxLength: 12 }), (units) => {
+          const text = units.join('');
+          const platform = (text as unknown as { toWellFormed(): string }).toWellFormed();
+          const expected = platform.replaceAll('\u0000', '\uFFFD');
+          expect(normaliseText(text)).toBe(expected);
+          // Unchanged text is the same string, not a copy.
+          if (expected === text) expect(normaliseText(text)).toBe(text);
+        }),
+      );
     });
   });
 

@@ -182,6 +182,18 @@ describe('historyToModelMessages', () => {
     ]);
   });
 
+  it('leaves excluded ids out as if they were not there, also between a call and its results', () => {
+    const own = userMsg('this turn');
+    const history = [userMsg('q'), toolCallMsg('a'), own, toolResult('a'), userMsg('q2')];
+
+    const out = historyToModelMessages(history, { exclude: new Set([own.id]) });
+
+    expect(shape(out)).toEqual(
+      shape(historyToModelMessages(history.filter((m) => m.id !== own.id))),
+    );
+    expect(out.map((m) => m.metadata?.historyId)).not.toContain(own.id);
+  });
+
   it('carries reasoning content and the cached token count, but no other metadata', () => {
     const history = [
       message({

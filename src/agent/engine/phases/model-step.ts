@@ -39,7 +39,7 @@ export async function callModel(
   const signal = state.turn.signal;
   const request: ChatRequest = {
     model: ref.model,
-    messages: messages.map((m) => wireMessage(m, capabilities.vision)),
+    messages: wireMessages(messages, capabilities.vision),
     tools: tools.length && capabilities.tools ? tools : undefined,
     maxTokens: capabilities.maxOutputTokens,
     think: state.settings?.think,
@@ -137,6 +137,15 @@ function emitChunk(
   if (delta) event.delta = delta;
   if (reasoningDelta) event.reasoningDelta = reasoningDelta;
   ports.events.emit('outbound:stream', event);
+}
+
+/**
+ * The messages as sent: images only when the model accepts them. The list itself (the call's
+ * own) when no message carries images the model does not take.
+ */
+function wireMessages(messages: ModelMessage[], acceptsImages: boolean): ModelMessage[] {
+  if (acceptsImages || !messages.some((m) => m.images)) return messages;
+  return messages.map((m) => wireMessage(m, acceptsImages));
 }
 
 /** The message as sent: images only when the model accepts them. */

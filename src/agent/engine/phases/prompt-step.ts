@@ -17,14 +17,12 @@ export async function basePrompt(
   ports: Pick<EnginePorts, 'history' | 'options' | 'estimator'>,
   state: TurnState,
 ): Promise<ModelMessage[]> {
-  const own = new Set(state.turn.inputs.map((i) => i.archived?.id));
+  const own = new Set<string>();
+  for (const input of state.turn.inputs) if (input.archived) own.add(input.archived.id);
   const limit = historyLimitOf(ports.options, state);
   const query = { limit: limit ? limit + own.size : 0 };
   const stored = await historyForModel(ports.history, state.sessionId, query);
-  const history = historyToModelMessages(
-    stored.filter((m) => !own.has(m.id)),
-    { room: state.isRoom },
-  );
+  const history = historyToModelMessages(stored, { room: state.isRoom, exclude: own });
   const system: ModelMessage = {
     role: 'system',
     content: ports.options.systemPrompt,

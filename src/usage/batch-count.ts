@@ -20,12 +20,15 @@ export interface TextCounting {
  * when their uncached texts add up to at most `threshold` characters (a few milliseconds of
  * encoding), else in the worker threads, whatever the size of each message. Every message
  * counted here is handed to `keep` with its count. No promise is made unless a worker is used.
+ * `each` is told every message whose count the pass knew at once (stored, remembered or all
+ * texts cached), in order; the others are counted after it.
  */
 export function countBatch(
   messages: readonly ModelMessage[],
   known: (message: ModelMessage) => number | undefined,
   keep: (message: ModelMessage, count: number) => void,
   counting: TextCounting,
+  each?: (message: ModelMessage, count: number) => void,
 ): number | Promise<number> {
   let total = 0;
   let uncached = 0;
@@ -50,6 +53,7 @@ export function countBatch(
     }
     if (count !== undefined) {
       total += count;
+      each?.(message, count);
       continue;
     }
     const texts = messageTexts(message);

@@ -137,10 +137,7 @@ export class TokenEstimator implements OnApplicationShutdown {
     return total;
   }
 
-  /**
-   * The value to store as the message's `metadata.tokenCount`: the counts already stored for
-   * other encodings with this encoding's count (computed or cached) set.
-   */
+  /** The message's `metadata.tokenCount` to store: other encodings' counts and this one's. */
   persistableCount(message: ModelMessage, encoding: TokenEncoding): TokenCounts {
     const counts: TokenCounts = {};
     for (const name of TOKEN_ENCODINGS) {
@@ -163,11 +160,9 @@ export class TokenEstimator implements OnApplicationShutdown {
   }
 
   /**
-   * Like `countMessages`, without stalling the event loop: when every count is known it adds
-   * them up at once (no promise per message); when the uncached texts add up to at most
-   * `workerThreshold` characters (a few milliseconds of encoding) they are counted inline;
-   * beyond that every uncached text is counted in the worker threads, whatever the size of
-   * each message. Fills the same caches, so the synchronous methods then only hit them.
+   * Like `countMessages`, never stalling the loop: known counts are added at once, uncached texts
+   * of up to `workerThreshold` chars in all are counted inline, more in the worker threads
+   * whatever the size of each message. Fills the same caches as the synchronous methods.
    */
   async countMessagesAsync(
     messages: readonly ModelMessage[],
@@ -177,23 +172,25 @@ export class TokenEstimator implements OnApplicationShutdown {
   }
 
   /**
-   * Writes each message's count for `encoding` into its `metadata.tokenCount` (a new object,
-   * the counts of other encodings kept), for messages the caller built and owns: history read
-   * back from a store that keeps no counts then costs no per-object cache entry, and every later
-   * count of the same message is a field read. Uncached texts are counted as
-   * `countMessagesAsync` does, off the loop when they add up to more than `workerThreshold`.
+   * Writes each message's count into its `metadata.tokenCount` (a new object, other encodings'
+   * counts kept), for messages the caller owns (history from a store that keeps no counts): a
+   * later count is a field read. Uncached texts are counted as `countMessagesAsync` does.
    */
   stampCounts(messages: readonly ModelMessage[], encoding: TokenEncoding): void | Promise<void> {
     return settledOrPending(this.batch(messages, encoding, true));
   }
 
   /**
-   * `countMessagesAsync` without a promise when none is needed: the list's count (reply priming
-   * included) at once when every count is known or cheap, a promise of it only while worker
-   * threads are counting. Fills the same caches.
+   * `countMessagesAsync` with no promise unless worker threads count: the list's count (reply
+   * priming included). `each` is told, in order, every message whose count the pass knew at once
+   * (stored, remembered, or all its texts cached), not one it had to encode.
    */
-  precount(messages: readonly ModelMessage[], encoding: TokenEncoding): number | Promise<number> {
-    return plus(REPLY_PRIMING, this.batch(messages, encoding, false));
+  precount(
+    messages: readonly ModelMessage[],
+    encoding: TokenEncoding,
+    each?: (message: ModelMessage, count: number) => void,
+  ): number | Promise<number> {
+    return plus(REPLY_PRIMING, this.batch(messages, encoding, false, each));
   }
 
   /** Forgets every cached message and tool-list count (persisted counts are still honoured). */
@@ -234,6 +231,7 @@ export class TokenEstimator implements OnApplicationShutdown {
     messages: readonly ModelMessage[],
     encoding: TokenEncoding,
     stamp: boolean,
+    each?: (message: ModelMessage, count: number) => void,
   ): number | Promise<number> {
     return countBatch(
       messages,
@@ -247,6 +245,7 @@ export class TokenEstimator implements OnApplicationShutdown {
         inline: (texts) => this.inlineTotal(texts, encoding),
         offLoop: (texts) => this.offLoopTotal(texts, encoding),
       },
+      each,
     );
   }
 

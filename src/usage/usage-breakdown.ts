@@ -115,21 +115,40 @@ export function bucketMessages(
   toolDefs: number,
   reservedForReply: number,
 ): BucketedUsage {
-  const breakdown = emptyBreakdown();
-  const injectors: BucketedUsage['injectors'] = {};
-  for (const message of messages) {
-    const tokens = count(message);
+  const bucketer = new UsageBucketer();
+  for (const message of messages) bucketer.add(message, count(message));
+  return bucketer.finish(toolDefs, reservedForReply);
+}
+
+/**
+ * `bucketMessages` one message at a time, for a pass that counts the messages anyway (the
+ * precount of a model call): `add` each message with its tokens, in order, then `finish`.
+ */
+export class UsageBucketer {
+  private readonly breakdown = emptyBreakdown();
+  private readonly injectors: BucketedUsage['injectors'] = {};
+  /** Messages added so far. */
+  added = 0;
+
+  /** Adds one message's tokens to its bucket (and its injector's row). */
+  readonly add = (message: BucketableMessage, tokens: number): void => {
+    this.added++;
     const slot = classifyMessage(message);
-    breakdown[slot.bucket] += tokens;
+    this.breakdown[slot.bucket] += tokens;
     if (slot.injector) {
-      const row = (injectors[slot.bucket] ??= {});
+      const row = (this.injectors[slot.bucket] ??= {});
       row[slot.injector] = (row[slot.injector] ?? 0) + tokens;
     }
+  };
+
+  /** The buckets of the messages added, with the tool definitions and the reply reservation. */
+  finish(toolDefs: number, reservedForReply: number): BucketedUsage {
+    const { breakdown } = this;
+    breakdown.system = CONTRIBUTION_BUCKETS.reduce((sum, bucket) => sum + breakdown[bucket], 0);
+    breakdown.toolDefs = toolDefs;
+    breakdown.reservedForReply = reservedForReply;
+    return { breakdown, injectors: this.injectors };
   }
-  breakdown.system = CONTRIBUTION_BUCKETS.reduce((sum, bucket) => sum + breakdown[bucket], 0);
-  breakdown.toolDefs = toolDefs;
-  breakdown.reservedForReply = reservedForReply;
-  return { breakdown, injectors };
 }
 
 /** The estimated prompt tokens of a breakdown: system + history + tool results + tool definitions (U2). */

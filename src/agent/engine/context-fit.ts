@@ -1,6 +1,12 @@
 import type { ModelMessage, ToolDefinition } from '../../contracts';
 import { dropHistorySegments, trimToBudget } from '../../prompt';
-import { bucketMessages, classifyMessage, REPLY_PRIMING, type BucketedUsage } from '../../usage';
+import {
+  bucketMessages,
+  classifyMessage,
+  REPLY_PRIMING,
+  type BucketedUsage,
+  type UsageBucketer,
+} from '../../usage';
 import { tokenBudgetFor } from '../agent.options';
 import type { EnginePorts } from './ports';
 import type { TurnState } from './turn-state';
@@ -32,7 +38,8 @@ export function budgetOf(ports: Pick<EnginePorts, 'options'>, state: TurnState):
  * segments, then the hard trim runs when the estimate exceeds the budget. Either sets the turn's
  * sticky `trimmed`. The first call of a turn replaces the working list with its result, so later
  * calls append to the already-trimmed list; later calls trim into a copy (`first: false`).
- * `listTokens`: the list's count (reply priming included) when the caller has it.
+ * `listed`: the list's count (reply priming included) when the caller has it, and its messages
+ * already bucketed (every one, in order) when the caller's count made the buckets too.
  */
 export function fitCall(
   deps: FitPorts,
@@ -40,7 +47,7 @@ export function fitCall(
   messages: ModelMessage[],
   tools: ToolDefinition[],
   first: boolean,
-  listTokens?: number,
+  listed?: { tokens: number; bucketer?: UsageBucketer },
 ): FittedCall {
   const encoding = state.encodingOf(deps.estimator);
   const count = (m: ModelMessage) => deps.estimator.countMessage(m, encoding);
@@ -50,9 +57,9 @@ export function fitCall(
   const toolTokens = deps.estimator.countTools(tools, encoding);
   // The whole list within the history allowance and, with the tools, the budget: nothing can
   // be dropped or trimmed.
-  const listed = listTokens === undefined ? undefined : listTokens - REPLY_PRIMING;
-  if (listed !== undefined && listed <= allowance && listed + toolTokens <= budget) {
-    return untouched(state, messages, first, count, toolTokens);
+  const listTokens = listed === undefined ? undefined : listed.tokens - REPLY_PRIMING;
+  if (listTokens !== undefined && listTokens <= allowance && listTokens + toolTokens <= budget) {
+    return untouched(state, messages, first, count, toolTokens, listed?.bucketer);
   }
   const before = historyTokens(messages, count);
   const segments = dropHistorySegments(messages, {
@@ -88,9 +95,13 @@ function untouched(
   first: boolean,
   count: (m: ModelMessage) => number,
   toolTokens: number,
+  /** The messages already bucketed, every one in order (the caller's count made them). */
+  bucketer?: UsageBucketer,
 ): FittedCall {
   const reserve = state.model!.capabilities.maxOutputTokens;
-  const bucketed = bucketMessages(messages, count, toolTokens, reserve);
+  const bucketed = bucketer
+    ? bucketer.finish(toolTokens, reserve)
+    : bucketMessages(messages, count, toolTokens, reserve);
   const { history, toolResults } = bucketed.breakdown;
   const untrimmedHistory = history + toolResults + state.historyCut;
   // A copy: the sent list is handed to agent:llm:after and must not grow with the turn. The sent

@@ -26,15 +26,29 @@ export interface ApprovalGate {
  * `agent:tool:before`) waits for a person: `agent:approval` (`requested`), listed in the
  * `ApprovalRegistry` until `AgentService.approve` decides it, `approvalTimeoutMs` passes or the
  * turn is stopped, then `agent:approval` (`decided`). The turn's deadline is paused meanwhile.
+ * The answer at once (no promise) for a tool without an approval rule, nearly every call.
  */
-export async function approvalGate(
+export function approvalGate(
+  deps: ApprovalPorts,
+  turn: Turn,
+  call: { name: string; args: unknown },
+  context: ToolCallContext,
+): ApprovalGate | Promise<ApprovalGate> {
+  // A stopped turn asks nobody: the call gets the usual stopped result.
+  if (turn.aborted || !deps.tools.mayNeedApproval(call.name)) return NO_GATE;
+  return askApproval(deps, turn, call, context);
+}
+
+/** No approval asked: nothing to record, nothing denied. */
+const NO_GATE: ApprovalGate = Object.freeze({});
+
+async function askApproval(
   deps: ApprovalPorts,
   turn: Turn,
   call: { name: string; args: unknown },
   context: ToolCallContext,
 ): Promise<ApprovalGate> {
-  // A stopped turn asks nobody: the call gets the usual stopped result.
-  if (turn.aborted || !(await deps.tools.needsApproval(call.name, call.args, context))) return {};
+  if (!(await deps.tools.needsApproval(call.name, call.args, context))) return NO_GATE;
   const { sessionId, turnId, callId } = context;
   const { name, args } = call;
   const requestedAt = new Date().toISOString();

@@ -122,6 +122,14 @@ export class ToolRegistry {
   }
 
   /**
+   * Whether the tool has an approval rule at all (`needsApproval` set): when not, no call of it
+   * waits for a person, and `needsApproval` need not be asked. Synchronous and cheap.
+   */
+  mayNeedApproval(name: string): boolean {
+    return !!this.tools.get(name)?.spec.needsApproval;
+  }
+
+  /**
    * Whether a call of the tool with these arguments must wait for a person's approval (its
    * `needsApproval`). `false` for an unknown tool and for arguments its schema refuses (the
    * call fails without running anyway); `true` when the tool's function throws (fail closed).
@@ -151,39 +159,49 @@ export class ToolRegistry {
   }
 }
 
-async function runWithLimits(
+/**
+ * The handler's result, or the timeout's or the stop's, whichever comes first; the timer and
+ * the abort listener go as soon as one has come. One promise settled by whichever finishes (not
+ * a race of three).
+ */
+function runWithLimits(
   spec: ToolSpec,
   args: unknown,
   context: ToolCallContext,
 ): Promise<ToolResult> {
   const timeoutMs = spec.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const limits = new Promise<ToolResult>((resolve) => {
-    timer = setTimeout(
-      () => resolve(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)),
+  const { signal } = context;
+  return new Promise<ToolResult>((resolve) => {
+    const finish = (result: ToolResult) => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      resolve(result);
+    };
+    const timer = setTimeout(
+      () => finish(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)),
       timeoutMs,
     );
-    onAbort = () => resolve(toolError(`Tool "${spec.name}" was stopped`));
-    context.signal.addEventListener('abort', onAbort, { once: true });
+    const onAbort = () => finish(toolError(`Tool "${spec.name}" was stopped`));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void runHandler(spec, args, context).then(finish);
   });
-  const run = (async (): Promise<ToolResult> => {
-    try {
-      const value = await spec.handler(args, context);
-      if (value instanceof ToolOutput) {
-        const images = value.images.length ? { images: [...value.images] } : {};
-        return { ok: true, content: value.text, ...images };
-      }
-      return { ok: true, content: stringify(value) };
-    } catch (error) {
-      return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);
-    }
-  })();
+}
+
+/** The handler's value as a result; never rejects (a throw is a result that says so). */
+async function runHandler(
+  spec: ToolSpec,
+  args: unknown,
+  context: ToolCallContext,
+): Promise<ToolResult> {
   try {
-    return await Promise.race([run, limits]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) context.signal.removeEventListener('abort', onAbort);
+    const value = await spec.handler(args, context);
+    if (value instanceof ToolOutput) {
+      const images = value.images.length ? { images: [...value.images] } : {};
+      return { ok: true, content: value.text, ...images };
+    }
+    return { ok: true, content: stringify(value) };
+  } catch (error) {
+    return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);
   }
 }
 

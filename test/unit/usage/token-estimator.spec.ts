@@ -390,6 +390,27 @@ describe('TokenEstimator', () => {
     expect(pending).toBeInstanceOf(Promise);
     await expect(pending).resolves.toBe(rawMessage(big[0]) + 3);
   });
+
+  it('precount tells each message whose count it knew at once, in order; one it encodes, not', () => {
+    const fresh = `a text nobody counted yet ${Math.random()}`;
+    const list: ModelMessage[] = [
+      { role: 'user', content: 'a', metadata: { tokenCount: { o200k_base: 11 } } },
+      { role: 'user', content: fresh },
+      { role: 'assistant', content: 'b', metadata: { tokenCount: { o200k_base: 22 } } },
+    ];
+    const told: [string, number][] = [];
+    const each = (m: ModelMessage, count: number) => told.push([m.content, count]);
+
+    expect(estimator.precount(list, 'o200k_base', each)).toBe(11 + rawMessage(list[1]) + 22 + 3);
+    expect(told).toEqual([
+      ['a', 11],
+      ['b', 22],
+    ]);
+    // Counted once, it is known at once the next time.
+    told.length = 0;
+    expect(estimator.precount(list, 'o200k_base', each)).toBe(11 + rawMessage(list[1]) + 22 + 3);
+    expect(told.map(([content]) => content)).toEqual(['a', fresh, 'b']);
+  });
 });
 
 describe('TokenEstimator lifecycle', () => {

@@ -5,6 +5,7 @@ import {
   type ToolDefinition,
 } from '../../../contracts';
 import { historyForModel, historyToModelMessages } from '../../../prompt';
+import { UsageBucketer } from '../../../usage';
 import { fitCall, type SentCall } from '../context-fit';
 import type { EnginePorts } from '../ports';
 import { historyLimitOf, type TurnState } from '../turn-state';
@@ -73,8 +74,15 @@ export async function prepareCall(
   if (turn.aborted) throw new TurnAbortedError();
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
   // the budget and usage below only hits the cache and never stalls other sessions.
-  const counting = ports.estimator.precount(ctx.messages, state.encodingOf(ports.estimator));
+  // The same pass makes the call's usage buckets, as long as it knew every count at once.
+  const bucketer = new UsageBucketer();
+  const encoding = state.encodingOf(ports.estimator);
+  const counting = ports.estimator.precount(ctx.messages, encoding, bucketer.add);
   const listTokens = typeof counting === 'number' ? counting : await counting;
-  const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0, listTokens);
+  const listed = {
+    tokens: listTokens,
+    ...(bucketer.added === ctx.messages.length ? { bucketer } : {}),
+  };
+  const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0, listed);
   return { ...fitted, tools: ctx.tools };
 }

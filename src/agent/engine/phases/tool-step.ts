@@ -130,7 +130,8 @@ async function runOne(
   });
   const refusal = refusalOf(parsed.error, reached, offered, before.name);
   // A call that needs a person's approval waits here (issue 20); denied, it does not run.
-  const gate = refusal ? {} : await approvalGate(deps, state.turn, before, context);
+  const gating = refusal ? {} : approvalGate(deps, state.turn, before, context);
+  const gate = gating instanceof Promise ? await gating : gating;
   const outcome = refusal ?? gate.denied ?? (await execute(deps, before, context));
   const after: ToolAfterContext = {
     name: before.name,

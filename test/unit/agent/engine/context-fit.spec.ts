@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import type { ModelMessage, ToolDefinition } from '../../../../src/contracts';
-import { bucketMessages, classifyMessage } from '../../../../src/usage';
+import { bucketMessages, classifyMessage, UsageBucketer } from '../../../../src/usage';
 import { budgetOf, fitCall } from '../../../../src/agent/engine/context-fit';
 import { useEngineSpec, type TurnStateOptions } from '../../../support/engine-spec';
 import {
@@ -218,9 +218,16 @@ describe('fitCall (context fit)', () => {
             const told = setup({ agent: { tokenBudget, trimming: { historyShare } } });
             const encoding = told.deps.estimator.encodingFor('scripted-model');
             const listTokens = told.deps.estimator.countMessages(list, encoding);
+            // The precount's own pass buckets the list as it goes (every count known by now).
+            const bucketer = new UsageBucketer();
+            expect(told.deps.estimator.precount(list, encoding, bucketer.add)).toBe(listTokens);
+            expect(bucketer.added).toBe(list.length);
 
             const without = fitCall(plain.deps, plain.state, list, tools, first);
-            const withTotal = fitCall(told.deps, told.state, list, tools, first, listTokens);
+            const withTotal = fitCall(told.deps, told.state, list, tools, first, {
+              tokens: listTokens,
+              bucketer,
+            });
 
             const { bucketed, ...fitted } = withTotal;
             expect(fitted).toEqual(without);

@@ -287,6 +287,19 @@ describe('ToolRegistry', () => {
       expect(await sut.needsApproval('far', { city: 'Oslo', days: 7 }, makeContext())).toBe(true);
     });
 
+    it('mayNeedApproval: only a tool with a rule may need approval; no rule, no wait at all', () => {
+      sut.register(makeTool());
+      sut.register(makeTool({ name: 'always', needsApproval: true }));
+      sut.register(makeTool({ name: 'never', needsApproval: false }));
+      sut.register(makeTool({ name: 'far', needsApproval: () => false }));
+
+      expect(sut.mayNeedApproval('weather')).toBe(false);
+      expect(sut.mayNeedApproval('never')).toBe(false);
+      expect(sut.mayNeedApproval('nope')).toBe(false);
+      expect(sut.mayNeedApproval('always')).toBe(true);
+      expect(sut.mayNeedApproval('far')).toBe(true);
+    });
+
     it('false for an unknown tool and for arguments the schema refuses (the call fails anyway)', async () => {
       sut.register(makeTool({ needsApproval: true }));
 

@@ -15,3 +15,5 @@ export {
 export * from './token-worker-pool';
 export * from './usage-breakdown';
 export * from './usage.tracker';
+// Re-exported by name as well, for the turn's hot calls (see `src/contracts/index.ts`).
+export { bucketMessages, classifyMessage, UsageBucketer } from './usage-breakdown';

@@ -120,14 +120,7 @@ async function runOne(
   };
   // tool:before may rewrite name/args or refuse (not call next); invalid arguments never run.
   const reached = parsed.error ? false : await deps.hooks.run('agent:tool:before', before);
-  const announce = { sessionId: state.sessionId, turnId: state.turn.id, callId };
-  deps.events.emit('tool:execute', {
-    ...announce,
-    name: before.name,
-    phase: 'start',
-    args: before.args,
-    seq: ++state.turn.seq,
-  });
+  announceStart(deps, state, callId, before);
   const refusal = refusalOf(parsed.error, reached, offered, before.name);
   // A call that needs a person's approval waits here (issue 20); denied, it does not run.
   const gating = refusal ? {} : approvalGate(deps, state.turn, before, context);
@@ -143,9 +136,8 @@ async function runOne(
     metadata: gate.record ? { [K.Approval]: gate.record } : {},
   };
   await deps.hooks.run('agent:tool:after', after);
+  announceEnd(deps, state, callId, after);
   const { name, args, ok, result } = after;
-  const seq = ++state.turn.seq;
-  deps.events.emit('tool:execute', { ...announce, name, phase: 'end', ok, result, seq });
   const segment: ContentSegment = {
     type: 'tool_call',
     callId,
@@ -157,6 +149,47 @@ async function runOne(
     endTime: Date.now(),
   };
   return { call, callId, result, metadata: after.metadata, segment, images: outcome.images };
+}
+
+/** `tool:execute` as the call starts: one object literal (no spread of a shared part). */
+function announceStart(
+  deps: Pick<ToolStepPorts, 'events'>,
+  state: TurnState,
+  callId: string,
+  { name, args }: ToolBeforeContext,
+): void {
+  const { sessionId, turn } = state;
+  const seq = ++turn.seq;
+  deps.events.emit('tool:execute', {
+    sessionId,
+    turnId: turn.id,
+    callId,
+    name,
+    phase: 'start',
+    args,
+    seq,
+  });
+}
+
+/** `tool:execute` once the call is done (after `agent:tool:after`). */
+function announceEnd(
+  deps: Pick<ToolStepPorts, 'events'>,
+  state: TurnState,
+  callId: string,
+  { name, ok, result }: ToolAfterContext,
+): void {
+  const { sessionId, turn } = state;
+  const seq = ++turn.seq;
+  deps.events.emit('tool:execute', {
+    sessionId,
+    turnId: turn.id,
+    callId,
+    name,
+    phase: 'end',
+    ok,
+    result,
+    seq,
+  });
 }
 
 /**

@@ -126,19 +126,32 @@ function isEventMarker(m: Message): boolean {
   return m.kind === EVENT_MARKER;
 }
 
-/** One stored message as the model sees it (see `historyToModelMessages`). */
+/**
+ * One stored message as the model sees it (see `historyToModelMessages`). The view and its
+ * metadata are each one object literal with the fields the message has (a field added after
+ * the literal would cost the object a separate property store): fields in the order role,
+ * content, metadata (historyId, kind, tokenCount), toolCalls, toolCallId, reasoningContent.
+ */
 function modelView(m: Message, room: boolean): ModelMessage {
-  const content =
-    room && m.role === 'user' ? speakerContent(m.content, m.metadata, room) : m.content;
-  const out: ModelMessage = { role: m.role, content, metadata: { historyId: m.id } };
-  if (m.kind) out.metadata!.kind = m.kind;
+  const { role, kind } = m;
+  const content = room && role === 'user' ? speakerContent(m.content, m.metadata, room) : m.content;
+  const historyId = m.id;
   const tokenCount = m.metadata.tokenCount;
-  if (tokenCount) out.metadata!.tokenCount = tokenCount;
-  if (m.toolCalls?.length) out.toolCalls = m.toolCalls;
-  if (m.toolCallId) out.toolCallId = m.toolCallId;
+  let metadata: ModelMetadata;
+  if (kind) metadata = tokenCount ? { historyId, kind, tokenCount } : { historyId, kind };
+  else metadata = tokenCount ? { historyId, tokenCount } : { historyId };
+  const toolCalls = m.toolCalls?.length ? m.toolCalls : undefined;
+  const { toolCallId } = m;
+  let out: ModelMessage;
+  if (toolCalls) out = { role, content, metadata, toolCalls };
+  else if (toolCallId) out = { role, content, metadata, toolCallId };
+  else out = { role, content, metadata };
+  if (toolCalls && toolCallId) out.toolCallId = toolCallId;
   if (m.reasoningContent) out.reasoningContent = m.reasoningContent;
   return out;
 }
+
+type ModelMetadata = NonNullable<ModelMessage['metadata']>;
 
 /**
  * History for building a model call, which changes nothing it reads: the store's own frozen

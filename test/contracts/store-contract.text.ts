@@ -41,7 +41,13 @@ export function describeTextPolicyContract(
             function: { name: `f${LOW}`, arguments: `{"q":"${NUL}${EMOJI}"}` },
           },
         ],
-        metadata: { [`k${NUL}`]: `v${HIGH}`, nested: [`${LOW}x`, { [EMOJI]: EMOJI }] },
+        metadata: {
+          [`k${NUL}`]: `v${HIGH}`,
+          nested: [`${LOW}x`, { [EMOJI]: EMOJI }],
+          // Values of the kinds a memory store shares between messages, with text to normalise.
+          model: { provider: `p${NUL}`, model: 'm' },
+          tokenCount: { [`enc${LOW}`]: 3 },
+        },
         key: `key-${sid}${NUL}`,
       };
       const expected = {
@@ -54,7 +60,12 @@ export function describeTextPolicyContract(
             function: { name: `f${R}`, arguments: `{"q":"${R}${EMOJI}"}` },
           },
         ],
-        metadata: { [`k${R}`]: `v${R}`, nested: [`${R}x`, { [EMOJI]: EMOJI }] },
+        metadata: {
+          [`k${R}`]: `v${R}`,
+          nested: [`${R}x`, { [EMOJI]: EMOJI }],
+          model: { provider: `p${R}`, model: 'm' },
+          tokenCount: { [`enc${R}`]: 3 },
+        },
         key: `key-${sid}${R}`,
       };
 

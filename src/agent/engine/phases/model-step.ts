@@ -131,11 +131,16 @@ function emitChunk(
 ): void {
   if (reasoningDelta) state.addStreamed('reasoning_text', reasoningDelta);
   if (delta) state.addStreamed('text', delta);
-  // Built field by field, in the same order: no spread of a temporary object per chunk.
+  // One literal with the fields the chunk has, in the same order (no spread of a temporary
+  // object, no field added after the literal: that would cost a separate property store).
   const { turn } = state;
-  const event: StreamEvent = { sessionId: state.sessionId, turnId: turn.id, seq: ++turn.seq };
-  if (delta) event.delta = delta;
-  if (reasoningDelta) event.reasoningDelta = reasoningDelta;
+  const { sessionId } = state;
+  const turnId = turn.id;
+  const seq = ++turn.seq;
+  let event: StreamEvent;
+  if (!reasoningDelta) event = { sessionId, turnId, seq, delta };
+  else if (!delta) event = { sessionId, turnId, seq, reasoningDelta };
+  else event = { sessionId, turnId, seq, delta, reasoningDelta };
   ports.events.emit('outbound:stream', event);
 }
 

@@ -120,10 +120,10 @@ export class UsageTracker {
       typeof reported === 'number' && Number.isFinite(reported) && reported > 0
         ? reported
         : estimatedPromptTokens(breakdown);
-    return {
+    // One literal; the optional fields after it (spread into it, every later field would be
+    // added one by one, the slow way).
+    const event: TokenUsageEvent = {
       sessionId: input.sessionId,
-      ...(input.turnId !== undefined && { turnId: input.turnId }),
-      ...(input.platform !== undefined && { platform: input.platform }),
       used,
       usageRatio: input.contextWindow > 0 ? used / input.contextWindow : 0,
       contextWindow: input.contextWindow,
@@ -136,6 +136,9 @@ export class UsageTracker {
       breakdown,
       parts: usageParts(usage),
     };
+    if (input.turnId !== undefined) event.turnId = input.turnId;
+    if (input.platform !== undefined) event.platform = input.platform;
+    return event;
   }
 
   /** Like `buildEvent`, but counts large uncached messages in worker threads first. */

@@ -130,14 +130,15 @@ export class InputGate {
   ): Promise<Settlement> {
     const known = this.inFlight.get(message.id);
     if (known) return known;
+    // Optional fields set after the literal, not spread into it (the slow way to build it).
     const info: InputInfo = {
       sessionId: message.sessionId,
       id: message.id,
       content: message.content,
-      ...(message.source !== undefined ? { source: message.source } : {}),
-      ...(message.messageId !== undefined ? { messageId: message.messageId } : {}),
-      ...(message.traceparent !== undefined ? { traceparent: message.traceparent } : {}),
     };
+    if (message.source !== undefined) info.source = message.source;
+    if (message.messageId !== undefined) info.messageId = message.messageId;
+    if (message.traceparent !== undefined) info.traceparent = message.traceparent;
     const done = this.ports.instrumentation.input(info, () => {
       // The input's trace goes with it (inbox, lanes, other instances): its turn joins it.
       if (info.traceparent !== undefined) message.traceparent = info.traceparent;

@@ -192,7 +192,7 @@ export function recordCall(
     reportedPromptTokens: usage?.promptTokens,
     trimmed: state.trimmed,
     untrimmedHistory: sent.untrimmedHistory,
-    ...(sent.bucketed ? { bucketed: sent.bucketed } : {}),
+    bucketed: sent.bucketed,
     historyMessages: state.historyMessages,
     historyLimit: historyLimitOf(ports.options, state),
   });

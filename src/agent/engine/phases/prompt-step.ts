@@ -63,13 +63,14 @@ export async function prepareCall(
     tools: [...tools],
     acceptsImages: state.acceptsImages,
     sessionId: state.sessionId,
-    ...(turn.source !== undefined ? { source: turn.source } : {}),
     turnId: turn.id,
     platform: state.platform,
     inputs: turn.inputs,
     model: state.model!.ref,
     signal: turn.signal,
   };
+  // Set after the literal, not spread into it (a spread builds the whole object the slow way).
+  if (turn.source !== undefined) ctx.source = turn.source;
   await ports.hooks.run('agent:llm:before', ctx);
   if (turn.aborted) throw new TurnAbortedError();
   // Large uncached texts are counted in worker threads first, so the synchronous counting of
@@ -81,7 +82,7 @@ export async function prepareCall(
   const listTokens = typeof counting === 'number' ? counting : await counting;
   const listed = {
     tokens: listTokens,
-    ...(bucketer.added === ctx.messages.length ? { bucketer } : {}),
+    bucketer: bucketer.added === ctx.messages.length ? bucketer : undefined,
   };
   const fitted = fitCall(ports, state, ctx.messages, ctx.tools, state.calls === 0, listed);
   return { ...fitted, tools: ctx.tools };

@@ -64,31 +64,32 @@ export async function runToolCalls(
   const turnId = state.turn.id;
   const assistantMeta: Record<string, unknown> = { [K.TurnId]: turnId };
   if (state.isRoom && assistant.content.trim()) assistantMeta[K.Sent] = false;
-  const group: NewMessage[] = [
-    {
-      sessionId: state.sessionId,
-      role: 'assistant',
-      content: assistant.content,
-      toolCalls: assistant.toolCalls,
-      ...(assistant.reasoningContent ? { reasoningContent: assistant.reasoningContent } : {}),
-      metadata: assistantMeta,
-    },
-    ...executed.map((e): NewMessage => ({
-      sessionId: state.sessionId,
-      role: 'tool',
-      content: e.result,
-      toolCallId: e.call.id,
-      metadata: { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId },
-    })),
-  ];
-  const models = group.map((m): ModelMessage => ({
-    role: m.role,
-    content: m.content,
-    ...(m.toolCalls ? { toolCalls: m.toolCalls } : {}),
-    ...(m.toolCallId ? { toolCallId: m.toolCallId } : {}),
-    ...(m.reasoningContent ? { reasoningContent: m.reasoningContent } : {}),
-    metadata: { turnId },
-  }));
+  const { sessionId } = state;
+  const { content, toolCalls, reasoningContent } = assistant;
+  // Literals without spreads (a spread builds the whole object the slow way); a field that is
+  // seldom there is set after the literal.
+  const head: NewMessage = {
+    sessionId,
+    role: 'assistant',
+    content,
+    toolCalls,
+    metadata: assistantMeta,
+  };
+  const headModel: ModelMessage = { role: 'assistant', content, toolCalls, metadata: { turnId } };
+  if (reasoningContent) head.reasoningContent = headModel.reasoningContent = reasoningContent;
+  const group: NewMessage[] = [head];
+  const models: ModelMessage[] = [headModel];
+  for (const e of executed) {
+    const metadata = { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId };
+    const toolCallId = e.call.id;
+    group.push({ sessionId, role: 'tool', content: e.result, toolCallId, metadata });
+    const result = e.result;
+    models.push(
+      toolCallId
+        ? { role: 'tool', content: result, toolCallId, metadata: { turnId } }
+        : { role: 'tool', content: result, metadata: { turnId } },
+    );
+  }
   const shown = state.acceptsImages ? imagesMessage(executed, turnId) : undefined;
   if (shown) models.push(shown);
   const stamping = state.stampCounts(deps.estimator, models);

@@ -14,12 +14,14 @@ export * from './text-policy';
 export * from './log-escape';
 export * from './ids';
 export * from './trace-context';
+export * from './iso-time';
 
 // Names a turn reaches many times, re-exported by name as well. A name re-exported only by
 // `export *` is read through one getter that the compiled helper shares among every name (a
 // megamorphic load on each call); a name re-exported by name has a getter of its own.
 export { normaliseDeep, normaliseText } from './text-policy';
 export { newId } from './ids';
+export { isoNow, isoTime } from './iso-time';
 export { CONTROL_KINDS, conversationTail, isControlKind } from './messages';
 export { CONTRIBUTION_BUCKETS, USAGE_BUCKETS } from './usage';
 export { escapeForLog } from './log-escape';

@@ -1,4 +1,4 @@
-import { newId } from '../../contracts';
+import { isoNow, newId } from '../../contracts';
 import { setMaxListeners } from 'node:events';
 import { Logger } from '@nestjs/common';
 import {
@@ -88,8 +88,10 @@ export class InputGate {
     }
     // One text policy (U+0000, lone surrogates) before the model and the store see the input,
     // so both see the same text; the session id is the caller's key and stays as given.
-    const { sessionId, ...rest } = message;
-    const accepted = { ...normaliseDeep(rest), sessionId, id: message.id ?? newId() };
+    const id = message.id ?? newId();
+    // A clean message (nearly all) is copied as it is; otherwise all but the session id.
+    const clean = normaliseDeep(message) === message;
+    const accepted = clean ? { ...message, id } : { ...normalisedBesidesSession(message), id };
     // The deletion epoch is taken now, before anything is awaited (S7).
     const epoch = this.epochOf(accepted.sessionId);
     const generatedId = message.id === undefined;
@@ -164,14 +166,13 @@ export class InputGate {
 
   private async pass(message: IncomingMessage, epoch: number): Promise<Settlement> {
     const { sessionId } = message;
-    const arrival = { epoch, generation: 0 };
-    arrival.generation = await this.ports.sessions.generationOf(sessionId);
+    const generation = await this.ports.sessions.generationOf(sessionId);
     await this.dispatcher.whenFree(sessionId, this.closing.signal);
-    if (this.closed) return this.dropArchived({ message, ...arrival }, 'shutdown');
+    if (this.closed) return this.dropArchived({ message, epoch, generation }, 'shutdown');
     const kind = message.sessionKind;
     // The input is accepted: the session's activity moves to now in the same write (the list).
     const settings = await this.ports.sessions.ensure(sessionId, kind ? { kind } : {}, {
-      activeAt: new Date().toISOString(),
+      activeAt: isoNow(),
     });
     // Settings made before the first message (`updateSession`) have no kind yet: the first
     // input that names one sets it.
@@ -182,7 +183,7 @@ export class InputGate {
     let settled: Promise<Settlement> | undefined;
     try {
       const reached = await this.ports.hooks.run('agent:input:before', ctx, async () => {
-        settled = this.enter({ ...arrival, message: ctx.message });
+        settled = this.enter({ message: ctx.message, epoch, generation });
         await settled;
       });
       if (!reached) return this.discard(ctx.message);
@@ -194,7 +195,7 @@ export class InputGate {
       if (error instanceof StoreUnavailableError) {
         return this.drop(ctx.message, 'store-unavailable', false);
       }
-      return this.dropArchived({ ...arrival, message: ctx.message }, 'failed');
+      return this.dropArchived({ message: ctx.message, epoch, generation }, 'failed');
     }
     return settled!;
   }
@@ -255,6 +256,12 @@ export class InputGate {
   private discard(message: IncomingMessage): Promise<Settlement> {
     return settleInput(this.ports, pendingInput(message), { settled: 'discarded' });
   }
+}
+
+/** `normaliseDeep` of every field of the message but its session id, which stays as given. */
+function normalisedBesidesSession(message: IncomingMessage): IncomingMessage {
+  const { sessionId, ...rest } = message;
+  return { ...normaliseDeep(rest), sessionId };
 }
 
 /** A store that could not take the input says so (`store-unavailable`); anything else failed. */

@@ -1,5 +1,6 @@
 import { frozenCopy } from './frozen-copy';
 import {
+  isoNow,
   normaliseDeep,
   normaliseText,
   type IncomingMessage,
@@ -57,7 +58,7 @@ export class MemoryInputInbox implements InputInbox {
       sessionId: message.sessionId,
       message: frozenCopy(message),
       seq: ++this.lastSeq,
-      acceptedAt: new Date().toISOString(),
+      acceptedAt: isoNow(),
     };
     const stored: Stored = {
       entry,
@@ -79,7 +80,7 @@ export class MemoryInputInbox implements InputInbox {
   }
 
   async settle(ids: readonly string[], settlement: Settlement): Promise<void> {
-    const settledAt = new Date().toISOString();
+    const settledAt = isoNow();
     let frozen: Settlement | undefined;
     for (const id of ids) {
       const key = normaliseText(id);

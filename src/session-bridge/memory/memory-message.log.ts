@@ -2,6 +2,7 @@ import { frozenMessage } from './frozen-copy';
 import {
   conversationTail,
   isControlKind,
+  isoTime,
   newId,
   normaliseDeep,
   normaliseText,
@@ -127,23 +128,4 @@ export class MemoryMessageLog implements HistoryStore, MessageArchive {
 /** What a reader gets: its own top level and metadata over the frozen stored message. */
 function readCopy(message: Message): Message {
   return { ...message, metadata: { ...message.metadata } };
-}
-
-/** The ISO text of the last whole second formatted, to which the milliseconds are added. */
-let isoSecond = { second: NaN, prefix: '' };
-
-/**
- * `new Date(ms).toISOString()`, formatting the date only once per second; flat (see `newId`),
- * as it is kept.
- */
-function isoTime(ms: number): string {
-  const second = Math.floor(ms / 1000);
-  if (second !== isoSecond.second) {
-    const iso = new Date(second * 1000).toISOString();
-    isoSecond = { second, prefix: iso.slice(0, 20) };
-  }
-  const millis = ms - second * 1000;
-  const text = `${isoSecond.prefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
-  text.charCodeAt(0);
-  return text;
 }

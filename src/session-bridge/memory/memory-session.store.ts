@@ -1,4 +1,5 @@
 import {
+  isoNow,
   normaliseDeep,
   normaliseText,
   SessionNotFoundError,
@@ -37,7 +38,7 @@ export class MemorySessionStore implements SessionStore {
     if (!found) {
       found = { ...plainCopy(normaliseDeep(defaults)), sessionId };
       this.settings.set(sessionId, found);
-      this.activity.set(sessionId, options.activeAt ?? new Date().toISOString());
+      this.activity.set(sessionId, options.activeAt ?? isoNow());
     } else if (options.activeAt) {
       this.touch(sessionId, options.activeAt);
     }

@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import {
+  isoNow,
   normaliseDeep,
   normaliseText,
   type IncomingMessage,
@@ -104,7 +105,7 @@ export class SqlInputInbox implements InputInbox {
 
   /** Inserts the new ones of `messages` (first by id wins) and reads every one back. */
   private insertAll(messages: StoredMessage[]): Promise<AcceptResult[]> {
-    const acceptedAt = new Date().toISOString();
+    const acceptedAt = isoNow();
     const unique = new Map<string, StoredMessage>();
     for (const message of messages) if (!unique.has(message.id)) unique.set(message.id, message);
     const unnumbered = [...unique.values()].map((message) => ({
@@ -182,7 +183,7 @@ export class SqlInputInbox implements InputInbox {
     await guarded('inbox', 'settle inputs', async () => {
       const values = {
         settlement: JSON.stringify(normaliseDeep(settlement)),
-        settled_at: new Date().toISOString(),
+        settled_at: isoNow(),
       };
       const turnId = settlement.settled === 'turn' ? normaliseText(settlement.turnId) : undefined;
       // Only unsettled rows: the first settlement stays.

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import {
+  isoNow,
   normaliseDeep,
   normaliseText,
   SessionNotFoundError,
@@ -49,7 +50,7 @@ export class SqlSessionStore implements SessionStore {
     sessionId = normaliseText(sessionId);
     return guarded('sessions', 'create settings', async () => {
       const settings = withoutSessionId(normaliseDeep(defaults));
-      const now = new Date().toISOString();
+      const now = isoNow();
       const row = {
         session_id: sessionId,
         kind: settings.kind ?? null,
@@ -228,7 +229,7 @@ export class SqlSessionStore implements SessionStore {
 function touchOf(patch: StoredSettings) {
   const endedAt = patch.lastTurn?.endedAt;
   return {
-    updated_at: new Date().toISOString(),
+    updated_at: isoNow(),
     // Never back: a late update of an older turn leaves a newer activity as it is.
     ...(endedAt
       ? {

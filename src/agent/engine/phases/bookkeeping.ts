@@ -1,4 +1,5 @@
 import {
+  isoNow,
   ControlKinds,
   WellKnownMetadataKeys,
   type ModelMessage,
@@ -206,7 +207,7 @@ export async function recordLastTurn(
   const lastTurn = {
     turnId: state.turn.id,
     ...turnRecord(state, end),
-    endedAt: new Date().toISOString(),
+    endedAt: isoNow(),
   };
   await deps.sessions
     .update(state.sessionId, { lastTurn })

@@ -8,6 +8,7 @@ import {
   type ToolBeforeContext,
   type ToolCall,
   type ToolCallContext,
+  type ToolExecuteEvent,
   normaliseText,
 } from '../../../contracts';
 import { toolError, type ToolResult } from '../../tools';
@@ -121,7 +122,7 @@ async function runOne(
   };
   // tool:before may rewrite name/args or refuse (not call next); invalid arguments never run.
   const reached = parsed.error ? false : await deps.hooks.run('agent:tool:before', before);
-  announceStart(deps, state, callId, before);
+  announce(deps, state, callId, before);
   const refusal = refusalOf(parsed.error, reached, offered, before.name);
   // A call that needs a person's approval waits here (issue 20); denied, it does not run.
   const gating = refusal ? {} : approvalGate(deps, state.turn, before, context);
@@ -137,7 +138,7 @@ async function runOne(
     metadata: gate.record ? { [K.Approval]: gate.record } : {},
   };
   await deps.hooks.run('agent:tool:after', after);
-  announceEnd(deps, state, callId, after);
+  announce(deps, state, callId, before, after);
   const { name, args, ok, result } = after;
   const segment: ContentSegment = {
     type: 'tool_call',
@@ -152,45 +153,33 @@ async function runOne(
   return { call, callId, result, metadata: after.metadata, segment, images: outcome.images };
 }
 
-/** `tool:execute` as the call starts: one object literal (no spread of a shared part). */
-function announceStart(
+/**
+ * `tool:execute` as the call starts, or with `after` once it is done: one object literal of one
+ * shape per phase (no spread of a shared part).
+ */
+function announce(
   deps: Pick<ToolStepPorts, 'events'>,
   state: TurnState,
   callId: string,
-  { name, args }: ToolBeforeContext,
+  before: ToolBeforeContext,
+  after?: ToolAfterContext,
 ): void {
   const { sessionId, turn } = state;
+  const turnId = turn.id;
   const seq = ++turn.seq;
-  deps.events.emit('tool:execute', {
-    sessionId,
-    turnId: turn.id,
-    callId,
-    name,
-    phase: 'start',
-    args,
-    seq,
-  });
-}
-
-/** `tool:execute` once the call is done (after `agent:tool:after`). */
-function announceEnd(
-  deps: Pick<ToolStepPorts, 'events'>,
-  state: TurnState,
-  callId: string,
-  { name, ok, result }: ToolAfterContext,
-): void {
-  const { sessionId, turn } = state;
-  const seq = ++turn.seq;
-  deps.events.emit('tool:execute', {
-    sessionId,
-    turnId: turn.id,
-    callId,
-    name,
-    phase: 'end',
-    ok,
-    result,
-    seq,
-  });
+  const event: ToolExecuteEvent = after
+    ? {
+        sessionId,
+        turnId,
+        callId,
+        name: after.name,
+        phase: 'end',
+        ok: after.ok,
+        result: after.result,
+        seq,
+      }
+    : { sessionId, turnId, callId, name: before.name, phase: 'start', args: before.args, seq };
+  deps.events.emit('tool:execute', event);
 }
 
 /**

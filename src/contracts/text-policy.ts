@@ -29,7 +29,7 @@ function storable(text: string): boolean {
 /**
  * `text` as every store keeps it: U+0000 becomes U+FFFD, and so does every lone surrogate code
  * unit (one U+FFFD each); valid surrogate pairs and everything else are unchanged. Returns
- * `text` itself when nothing needs changing (one regex test, no copy).
+ * `text` itself when nothing needs changing (one native check, no copy).
  */
 export function normaliseText(text: string): string {
   return storable(text) ? text : text.replace(UNSTORABLE_ALL, '\uFFFD');

@@ -1,4 +1,4 @@
-import { newId } from '../../contracts';
+import { isoTime, newId } from '../../contracts';
 import type { ExpressionBuilder, Insertable, Kysely, Selectable } from 'kysely';
 import {
   CONTROL_KINDS,
@@ -192,7 +192,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
   /** Strictly increasing ISO times (per instance), so creation order is also time order. */
   private now(): string {
     this.lastTime = Math.max(Date.now(), this.lastTime + 1);
-    return new Date(this.lastTime).toISOString();
+    return isoTime(this.lastTime);
   }
 }
 

@@ -83,8 +83,8 @@ export async function runToolCalls(
   for (const e of executed) {
     const metadata = { ...e.metadata, [K.TurnId]: turnId, [K.CallId]: e.callId };
     const toolCallId = e.call.id;
-    group.push({ sessionId, role: 'tool', content: e.result, toolCallId, metadata });
     const result = e.result;
+    group.push({ sessionId, role: 'tool', content: result, toolCallId, metadata });
     models.push(
       toolCallId
         ? { role: 'tool', content: result, toolCallId, metadata: { turnId } }

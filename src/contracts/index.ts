@@ -15,6 +15,7 @@ export * from './log-escape';
 export * from './ids';
 export * from './trace-context';
 export * from './iso-time';
+export * from './thenable';
 
 // Names a turn reaches many times, re-exported by name as well. A name re-exported only by
 // `export *` is read through one getter that the compiled helper shares among every name (a
@@ -22,6 +23,7 @@ export * from './iso-time';
 export { normaliseDeep, normaliseText } from './text-policy';
 export { newId } from './ids';
 export { isoNow, isoTime } from './iso-time';
+export { isThenable } from './thenable';
 export { CONTROL_KINDS, conversationTail, isControlKind } from './messages';
 export { CONTRIBUTION_BUCKETS, USAGE_BUCKETS } from './usage';
 export { escapeForLog } from './log-escape';

@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type { ContributionBucket, ModelMessage } from '../contracts';
+import { isThenable, type ContributionBucket, type ModelMessage } from '../contracts';
 import type {
   ContributionBlockMetadata,
   ContributionOutput,
@@ -140,18 +140,21 @@ export class PromptAssembler {
   private async buildOne(c: RegisteredContribution, view: PromptView): Promise<string[]> {
     let timer: NodeJS.Timeout | undefined;
     try {
-      const build = Promise.resolve(c.build(view));
-      const output: ContributionOutput = c.timeoutMs
-        ? await Promise.race([
-            build,
-            new Promise<never>((_, reject) => {
-              timer = setTimeout(
-                () => reject(new Error(`timed out after ${c.timeoutMs} ms`)),
-                c.timeoutMs,
-              );
-            }),
-          ])
-        : await build;
+      const built = c.build(view);
+      // Texts returned at once (no promise) are there: no timeout to race them.
+      const output: ContributionOutput = !isThenable(built)
+        ? built
+        : c.timeoutMs
+          ? await Promise.race([
+              Promise.resolve(built),
+              new Promise<never>((_, reject) => {
+                timer = setTimeout(
+                  () => reject(new Error(`timed out after ${c.timeoutMs} ms`)),
+                  c.timeoutMs,
+                );
+              }),
+            ])
+          : await built;
       const texts = output == null ? [] : Array.isArray(output) ? output : [output];
       return texts.filter((t): t is string => typeof t === 'string' && t.length > 0);
     } catch (error) {

@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import Ajv, { type ValidateFunction } from 'ajv';
-import type { JsonSchema, ToolCallContext, ToolDefinition, ToolSpec } from '../../contracts';
+import {
+  isThenable,
+  type JsonSchema,
+  type ToolCallContext,
+  type ToolDefinition,
+  type ToolSpec,
+} from '../../contracts';
 
 /** The outcome of one tool call; `content` is what the model receives. */
 export interface ToolResult {
@@ -162,7 +168,11 @@ export class ToolRegistry {
 /**
  * The handler's result, or the timeout's or the stop's, whichever comes first; the timer and
  * the abort listener go as soon as one has come. One promise settled by whichever finishes (not
- * a race of three).
+ * a race of three). The timer starts before the handler, so it fires before any timer of the
+ * same length the handler starts (an MCP client's request timeout): the call's timeout is ours.
+ * A handler that returns a plain value (not a promise) has finished before any timer could
+ * fire: it needs no listener, and it was stopped only if the turn was stopped while it ran (by
+ * the handler itself, say), as the listener would have seen.
  */
 function runWithLimits(
   spec: ToolSpec,
@@ -170,39 +180,60 @@ function runWithLimits(
   context: ToolCallContext,
 ): Promise<ToolResult> {
   const timeoutMs = spec.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  let finish: ((result: ToolResult) => void) | undefined;
+  const timer = setTimeout(
+    () => finish?.(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  let value: unknown;
+  try {
+    value = spec.handler(args, context);
+  } catch (error) {
+    clearTimeout(timer);
+    return Promise.resolve(failed(spec, error));
+  }
   const { signal } = context;
+  if (!isThenable(value)) {
+    clearTimeout(timer);
+    return Promise.resolve(signal.aborted ? stopped(spec) : resultOf(spec, value));
+  }
   return new Promise<ToolResult>((resolve) => {
-    const finish = (result: ToolResult) => {
+    const onAbort = () => finish!(stopped(spec));
+    finish = (result: ToolResult) => {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
       resolve(result);
     };
-    const timer = setTimeout(
-      () => finish(toolError(`Tool "${spec.name}" timed out after ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    const onAbort = () => finish(toolError(`Tool "${spec.name}" was stopped`));
     signal.addEventListener('abort', onAbort, { once: true });
-    void runHandler(spec, args, context).then(finish);
+    // Through Promise.resolve: a thenable whose `then` throws is a rejection here, not a throw.
+    Promise.resolve(value).then(
+      (settled) => finish!(resultOf(spec, settled)),
+      (error: unknown) => finish!(failed(spec, error)),
+    );
   });
 }
 
-/** The handler's value as a result; never rejects (a throw is a result that says so). */
-async function runHandler(
-  spec: ToolSpec,
-  args: unknown,
-  context: ToolCallContext,
-): Promise<ToolResult> {
+/** The handler's value as a result (a value that cannot be made text is a failure). */
+function resultOf(spec: ToolSpec, value: unknown): ToolResult {
   try {
-    const value = await spec.handler(args, context);
     if (value instanceof ToolOutput) {
       const images = value.images.length ? { images: [...value.images] } : {};
       return { ok: true, content: value.text, ...images };
     }
     return { ok: true, content: stringify(value) };
   } catch (error) {
-    return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);
+    return failed(spec, error);
   }
+}
+
+/** The result of a tool call the turn's stop cut short. */
+function stopped(spec: ToolSpec): ToolResult {
+  return toolError(`Tool "${spec.name}" was stopped`);
+}
+
+/** A handler's throw or rejection as a result that says so. */
+function failed(spec: ToolSpec, error: unknown): ToolResult {
+  return toolError(`Tool "${spec.name}" failed: ${(error as Error)?.message ?? String(error)}`);
 }
 
 function stringify(value: unknown): string {

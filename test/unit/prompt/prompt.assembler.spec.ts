@@ -387,6 +387,25 @@ describe('PromptAssembler', () => {
         expect(shape(out)).toEqual(['system:base', 'system:quick']);
         expect(jest.getTimerCount()).toBe(0);
       });
+
+      it('only a build that answers later is raced against a timer; one that answers at once needs none', async () => {
+        let answer!: (text: string) => void;
+        sut.register(contribution('now', 'now', { timeoutMs: 60_000 }));
+        sut.register({
+          key: 'later',
+          bucket: 'systemOther',
+          timeoutMs: 60_000,
+          build: () => new Promise<string>((resolve) => (answer = resolve)),
+        });
+
+        const pending = sut.materialise([system('base')], makeView());
+        expect(jest.getTimerCount()).toBe(1);
+        answer('later');
+        const out = await pending;
+
+        expect(shape(out)).toEqual(['system:base', 'system:later', 'system:now']);
+        expect(jest.getTimerCount()).toBe(0);
+      });
     });
 
     it('builds run in parallel on one view', async () => {

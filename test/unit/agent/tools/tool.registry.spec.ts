@@ -180,14 +180,66 @@ describe('ToolRegistry', () => {
       expect(handler).not.toHaveBeenCalled();
     });
 
-    it('removes its abort listener when the call ends', async () => {
+    it('leaves no abort listener behind: a handler that answers at once adds none, one that answers later removes its own', async () => {
       const controller = new AbortController();
+      const add = jest.spyOn(controller.signal, 'addEventListener');
       const remove = jest.spyOn(controller.signal, 'removeEventListener');
-      sut.register(makeTool());
+      sut.register(makeTool({ handler: () => 'sunny' }));
+      sut.register(makeTool({ name: 'later', handler: () => Promise.resolve('rainy') }));
+      const context = makeContext({ signal: controller.signal });
 
-      await sut.execute('weather', { city: 'Rome' }, makeContext({ signal: controller.signal }));
+      await expect(sut.execute('weather', { city: 'Rome' }, context)).resolves.toMatchObject({
+        ok: true,
+        content: 'sunny',
+      });
+      expect(add).not.toHaveBeenCalled();
 
-      expect(remove).toHaveBeenCalledWith('abort', expect.any(Function));
+      await expect(sut.execute('later', { city: 'Rome' }, context)).resolves.toMatchObject({
+        ok: true,
+        content: 'rainy',
+      });
+      expect(add).toHaveBeenCalledTimes(1);
+      expect(remove).toHaveBeenCalledWith('abort', add.mock.calls[0][1]);
+    });
+
+    it('S3: a handler that answers at once but stopped the turn while it ran gives the stopped result', async () => {
+      const controller = new AbortController();
+      sut.register(
+        makeTool({
+          handler: () => {
+            controller.abort();
+            return 'sunny';
+          },
+        }),
+      );
+
+      const result = await sut.execute(
+        'weather',
+        { city: 'Rome' },
+        makeContext({ signal: controller.signal }),
+      );
+
+      expect(result.ok).toBe(false);
+      expect(errorOf(result.content)).toContain('was stopped');
+    });
+
+    it('a handler that throws at once, or answers with a value that is not JSON, fails with its reason', async () => {
+      sut.register(
+        makeTool({
+          handler: () => {
+            throw new Error('no sky');
+          },
+        }),
+      );
+      sut.register(makeTool({ name: 'big', handler: () => ({ n: BigInt(1) }) }));
+
+      const thrown = await sut.execute('weather', { city: 'Rome' }, makeContext());
+      const unserialisable = await sut.execute('big', { city: 'Rome' }, makeContext());
+
+      expect(thrown.ok).toBe(false);
+      expect(errorOf(thrown.content)).toContain('failed: no sky');
+      expect(unserialisable.ok).toBe(false);
+      expect(errorOf(unserialisable.content)).toContain('Tool "big" failed');
     });
   });
 

@@ -285,4 +285,6 @@ export interface WriteFencing {
    * session first. A wrong answer costs only that read (the write checks the session). Optional.
    */
   sessionOfInput?(inputId: string): string | undefined;
+  /** Told, before the store throws `FencedWriteError`, that it refused a write of `fence`. */
+  refused?(sessionId: string, fence: number): void;
 }

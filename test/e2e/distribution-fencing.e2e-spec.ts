@@ -28,6 +28,8 @@ interface Instance {
   leases: SessionLeases;
   fencing: LeaseFencing;
   stores: SqlStores;
+  /** Sessions whose lease this instance found lost (`onLost`), in order. */
+  lost: string[];
 }
 
 describeRedis('distribution: leases and fences together', () => {
@@ -47,7 +49,7 @@ describeRedis('distribution: leases and fences together', () => {
       });
       const fencing = new LeaseFencing(leases);
       const stores = await createSqlStores(db.url, { fencing });
-      const made = { redis, leases, fencing, stores };
+      const made = { redis, leases, fencing, stores, lost };
       instances.push(made);
       return made;
     }
@@ -109,9 +111,13 @@ describeRedis('distribution: leases and fences together', () => {
       const refused = await write(a, sid, 't-a', 'late').catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(FencedWriteError);
       expect(refused).toMatchObject({ fence: first, current: second });
-      // A notices (its renewal finds the lease gone) and its turn still writes: still refused.
-      expect((await a.leases.renewAll()).map((g) => g.sessionId)).toEqual([sid]);
+      // The refusal is how A notices: the grant is lost now, not at its next renewal.
+      expect(a.lost).toEqual([sid]);
+      expect(a.leases.grantOf(sid)).toBeUndefined();
+      expect(await a.leases.renewAll()).toEqual([]);
+      // Its turn still writes: still refused, and the loss is not reported again.
       await expect(write(a, sid, 't-a', 'later')).rejects.toBeInstanceOf(FencedWriteError);
+      expect(a.lost).toEqual([sid]);
       // Accepting an input is any instance's right; settling it for the old turn is not.
       const id = `in-${randomUUID()}`;
       await a.stores.inbox.accept({ id, sessionId: sid, content: 'x' });

@@ -224,6 +224,26 @@ describeRedis('SessionLeases on Redis', () => {
     for (const ttl of ttls) expect(ttl).toBeGreaterThan(1000);
   });
 
+  it("a write a store refused under a grant's fence loses that grant at once (onLost, once); a refusal of an older fence leaves a newer grant", async () => {
+    const lostSeen: LeaseGrant[] = [];
+    const { leases: a } = instance('a', { onLost: (g) => lostSeen.push(g) });
+    const first = (await a.acquire('s1'))!;
+    await a.release(first);
+    const second = (await a.acquire('s1'))!;
+    expect(second.fence).toBeGreaterThan(first.fence);
+
+    // A late write of the turn of the first grant: the grant held now is not the one refused.
+    a.lose('s1', first.fence);
+    expect(lostSeen).toEqual([]);
+    expect(a.grantOf('s1')).toEqual(second);
+
+    a.lose('s1', second.fence);
+    a.lose('s1', second.fence);
+    expect(lostSeen).toEqual([second]);
+    expect(a.grantOf('s1')).toBeUndefined();
+    expect(a.held()).toEqual([]);
+  });
+
   it('leases lost behind our back are reported once, through renewAll and onLost, and forgotten', async () => {
     const lostSeen: LeaseGrant[] = [];
     const { leases: a, redis } = instance('a', { onLost: (g) => lostSeen.push(g) });

@@ -4,6 +4,8 @@ import type { LeaseGrant } from './session-leases';
 /** What `LeaseFencing` asks of the leases: this instance's grant of a session, if it has one. */
 export interface GrantSource {
   grantOf(sessionId: string): LeaseGrant | undefined;
+  /** A store refused a write of this fence: the grant holding it (or an older) is lost. */
+  lose?(sessionId: string, fence: number): void;
 }
 
 /** Most input sessions kept for the stores (the oldest are dropped first). */
@@ -60,6 +62,15 @@ export class LeaseFencing implements WriteFencing {
     const sessionId = this.inputs.get(inputId);
     if (sessionId !== undefined) this.inputs.delete(inputId);
     return sessionId;
+  }
+
+  /**
+   * A store refused a write of `fence` (another instance claimed a newer one): the lease is
+   * lost now, not at the next renewal, so nothing more of the old turn is taken for this
+   * instance's (its settlements are not passed on, its turn is stopped).
+   */
+  refused(sessionId: string, fence: number): void {
+    this.leases?.lose?.(sessionId, fence);
   }
 
   /** Records a grant (its fence is the one the session's turns carry from now on). */

@@ -21,11 +21,9 @@ interface Held {
 /**
  * Session leases of distributed mode: at most one instance runs a session, the one holding its
  * lease in Redis. Every grant carries a fencing number that only grows, so a store can refuse
- * writes from an older holder. Each operation is one script call (one round trip).
- *
- * The leases of one instance on one Redis client (passed in; the caller owns and quits it). Keeps
- * the grants it believes it holds, renews them all in one script call, and reports those it
- * finds lost through `onLost`, once each.
+ * writes from an older holder. One instance's leases on one Redis client (the caller's): the
+ * grants it believes it holds, renewed all in one script call; those found lost (or refused by
+ * a store, `lose`) are reported through `onLost`, once each. Each operation is one round trip.
  */
 export class SessionLeases {
   private readonly keys: RedisKeys;
@@ -70,10 +68,9 @@ export class SessionLeases {
   }
 
   /**
-   * Compare-and-delete: deletes the lease only if its value is still this grant's; whether it
-   * did. Forgets the grant locally either way. `clean`: the session's lane is idle and nothing
-   * of it was interrupted or left behind, so the next grant needs no takeover
-   * (`afterCleanRelease`); recorded only when the lease was still this grant's.
+   * Compare-and-delete: deletes the lease only if its value is still this grant's; whether it did.
+   * Forgets the grant locally either way. `clean` (recorded only when the lease was still this
+   * grant's): the lane is idle, nothing interrupted or left, so the next grant needs no takeover.
    */
   async release(grant: LeaseGrant, clean = false): Promise<boolean> {
     return (await this.releaseCounting(grant, clean)).released;
@@ -104,10 +101,7 @@ export class SessionLeases {
     return { released: deleted === 1, pending };
   }
 
-  /**
-   * Whether this instance's grant of the session followed a clean release (see `release`): the
-   * grant before it was let go with its lane idle, so there is nothing to take over.
-   */
+  /** Whether this instance's grant followed a clean release (`release`): nothing to take over. */
   afterCleanRelease(sessionId: string): boolean {
     return this.grants.get(sessionId)?.afterClean ?? false;
   }
@@ -154,6 +148,12 @@ export class SessionLeases {
     const found = await this.commands.agentLeaseHolder(this.keys.lease(sessionId));
     if (!found) return undefined;
     return { ...parseLeaseValue(found[0]), ttlMs: Number(found[1]) };
+  }
+
+  /** A store refused a write of `fence` (a newer one was claimed): that grant or an older is lost. */
+  lose(sessionId: string, fence: number): void {
+    const held = this.grants.get(sessionId);
+    if (held && held.grant.fence <= fence) this.report(this.forget([held]));
   }
 
   /** The grants this instance believes it holds. */

@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Kysely, type RawBuilder } from 'kysely';
-import { FencedWriteError, type WriteFencing } from '../../contracts';
+import type { WriteFencing } from '../../contracts';
 import type { Database, MessagesTable } from './schema';
+import { refuseWrite } from './sql-fences';
 
 /**
  * Distributed mode's fenced writes on PostgreSQL in one statement each (no transaction, no
@@ -23,6 +24,7 @@ type Guarded = { written: true; rows: number } | { written: false };
  */
 async function guardedWrite(
   db: Kysely<Database>,
+  fencing: WriteFencing,
   sessionId: string,
   fence: number,
   write: (guard: RawBuilder<boolean>) => RawBuilder<unknown>,
@@ -35,9 +37,7 @@ async function guardedWrite(
     select (select fence from f) as current, (select count(*) from w) as n`.execute(db);
   const current = rows[0]?.current == null ? undefined : Number(rows[0].current);
   if (current === fence) return { written: true, rows: Number(rows[0].n) };
-  if (current !== undefined && current > fence) {
-    throw new FencedWriteError(sessionId, fence, current);
-  }
+  if (current !== undefined && current > fence) refuseWrite(fencing, sessionId, fence, current);
   return { written: false };
 }
 
@@ -82,6 +82,7 @@ export async function guardedAppend(
   );
   const written = await guardedWrite(
     db,
+    fencing,
     sessionId,
     fence,
     (guard) =>
@@ -114,6 +115,6 @@ export async function guardedInboxUpdate(
     const { numAffectedRows } = await update(sql<boolean>`true`).execute(db);
     return Number(numAffectedRows ?? 0) > 0;
   }
-  const written = await guardedWrite(db, sessionId, fence, update);
+  const written = await guardedWrite(db, fencing, sessionId, fence, update);
   return written.written && written.rows > 0;
 }

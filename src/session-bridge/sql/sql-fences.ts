@@ -74,8 +74,27 @@ export async function checkFences(
     const fence = fencing.fenceFor(sessionId, writes.get(sessionId));
     if (fence === undefined) continue;
     const recorded = await recordFence(trx, sessionId, fence);
-    if (!recorded.newest) throw new FencedWriteError(sessionId, fence, recorded.current);
+    if (!recorded.newest) refuseWrite(fencing, sessionId, fence, recorded.current);
   }
+}
+
+/**
+ * Refuses a write of `fence` with `FencedWriteError`, telling `fencing` first (`refused`: its
+ * lease is lost, now rather than at the next renewal). A throw of the fencing's own changes
+ * nothing: the write is refused all the same.
+ */
+export function refuseWrite(
+  fencing: WriteFencing,
+  sessionId: string,
+  fence: number,
+  current: number,
+): never {
+  try {
+    fencing.refused?.(sessionId, fence);
+  } catch {
+    // the refusal below is what the caller must see
+  }
+  throw new FencedWriteError(sessionId, fence, current);
 }
 
 /**

@@ -62,7 +62,11 @@ describeRedis('distributed dispatch (two instances)', () => {
     beforeAll(() => (redis = testRedis()));
     afterAll(() => redis.quit());
 
-    async function instance(id: string, runWhereReceived = true): Promise<Instance> {
+    async function instance(
+      id: string,
+      runWhereReceived = true,
+      shutdownTimeoutMs?: number,
+    ): Promise<Instance> {
       const redis: Redis = testRedis();
       let dispatcher: DistributedDispatcher | undefined;
       const leases = new SessionLeases(redis, {
@@ -99,6 +103,7 @@ describeRedis('distributed dispatch (two instances)', () => {
       const harness = await AgentHarness.start({
         server,
         agent: {
+          ...(shutdownTimeoutMs === undefined ? {} : { shutdownTimeoutMs }),
           sessionStore: stores.sessions,
           historyStore: stores.log,
           messageArchive: stores.log,
@@ -397,6 +402,46 @@ describeRedis('distributed dispatch (two instances)', () => {
       await redis.del(lease, new RedisKeys(prefix).pending('s'));
       server.release();
       await expect(first).resolves.toMatchObject({ settled: 'turn', reply: 'R1' });
+    });
+
+    it("a holder whose turn's write is refused learns of the loss from the refusal, and passes none of that turn's settlements on", async () => {
+      // a's caller waits for a settlement that comes only after a takeover: a closes without it.
+      const a = await instance('inst-a', true, 200);
+      const b = await instance('inst-b');
+      server.enqueue({ text: 'R1', hold: true });
+      let answered: Settlement | undefined;
+      const first = a.harness.agent.handleMessage({ ...human('s', 'H1'), id: 'in-h1' });
+      void first.then((settlement) => (answered = settlement));
+      await turnStart('s', 'H1');
+      await server.nextRequest();
+      // As Redis and the database see it, a was paused past its lease and b took the session
+      // over (the lease and the fence are b's); a has not noticed: its renewal is not due yet.
+      const lease = new RedisKeys(prefix).lease('s');
+      const fence = a.leases.grantOf('s')!.fence;
+      await redis.set(lease, `inst-b|${fence + 1}`, 'PX', 10_000);
+      expect(await b.stores.fences.claim('s', fence + 1)).toBe(true);
+      // The first settlement a records from now on is H1's: told when its write came back.
+      const inbox = a.stores.inbox;
+      const settleOf = inbox.settle.bind(inbox);
+      const settleTried = new Deferred<void>();
+      inbox.settle = (...args) => {
+        inbox.settle = settleOf;
+        const tried = settleOf(...args);
+        void tried.then(
+          () => settleTried.resolve(),
+          () => settleTried.resolve(),
+        );
+        return tried;
+      };
+      server.release(); // a's model answers; the reply's write is refused
+      // a's settlement of H1 was tried (and refused) after the turn ended: by then it would have
+      // been passed on, had a not learnt of the loss.
+      await settleTried.promise;
+      expect(a.leases.grantOf('s')).toBeUndefined();
+      expect(answered).toBeUndefined();
+      // Nor did a record it: H1 is left for the holder that takes the session over (which closes
+      // the interrupted turn and settles it, as the SIGSTOP test of the server processes shows).
+      expect((await b.stores.inbox.get('in-h1'))?.settlement).toBeUndefined();
     });
 
     it.each([

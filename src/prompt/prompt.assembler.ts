@@ -141,7 +141,8 @@ export class PromptAssembler {
     let timer: NodeJS.Timeout | undefined;
     try {
       const built = c.build(view);
-      // Texts returned at once (no promise) are there: no timeout to race them.
+      // Texts returned at once (no promise) are there: no timeout to race them. The timer starts
+      // after the build (unlike a tool's): which timeout wins only changes the logged reason.
       const output: ContributionOutput = !isThenable(built)
         ? built
         : c.timeoutMs

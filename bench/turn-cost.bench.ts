@@ -13,6 +13,7 @@
 import type { ModelMessage } from '../src';
 import {
   bareTurn,
+  HISTORY_LIMIT,
   steadyAgent,
   WARM_UP_TURNS,
   ZeroLatencyProvider,
@@ -138,7 +139,9 @@ const ROWS: { row: Row; label: string; options?: SteadyOptions }[] = [
  * agents built and warm first), so a slower or faster spell of the machine falls on all of
  * them alike; 64 sessions at once: one row after the other.
  */
-async function repetition(): Promise<Record<Row, { one: Figures; many: Figures }>> {
+async function repetition(): Promise<
+  Record<Row, { one: Figures; many: Figures }> & { hostRead: number }
+> {
   const agents: Partial<Record<Row, SteadyAgent>> = {};
   try {
     for (const { row, options } of ROWS) {
@@ -161,7 +164,8 @@ async function repetition(): Promise<Record<Row, { one: Figures; many: Figures }
         entry.seconds += seconds;
       }
     }
-    const out = {} as Record<Row, { one: Figures; many: Figures }>;
+    const out = {} as Record<Row, { one: Figures; many: Figures }> & { hostRead: number };
+    out.hostRead = await hostReadCost(agents.host!);
     for (const { row, times, seconds } of oneSession) {
       out[row] = {
         one: figures({ times, seconds }),
@@ -197,6 +201,19 @@ async function marginalCosts(): Promise<{ hook: number; chunk: number }> {
   }
 }
 
+/**
+ * µs the host store's own read takes (its `history()` of a session's window, timed alone): part
+ * of every turn of the host-store row, the store's work rather than the agent's.
+ */
+async function hostReadCost(agent: SteadyAgent): Promise<number> {
+  const read = () => agent.history.history('s0', { limit: HISTORY_LIMIT });
+  for (let i = 0; i < 500; i++) await read();
+  const reads = 2000;
+  const started = performance.now();
+  for (let i = 0; i < reads; i++) await read();
+  return ((performance.now() - started) * 1000) / reads;
+}
+
 /** Markdown section for BENCHMARKS.md. */
 export async function benchTurnCost(): Promise<string> {
   const runs: Awaited<ReturnType<typeof repetition>>[] = [];
@@ -228,5 +245,9 @@ export async function benchTurnCost(): Promise<string> {
     `Per extra hook call: ${median(marginal.map((m) => m.hook)).toFixed(2)} µs (${EXTRA_HOOKS} more ` +
       `no-op middlewares on \`agent:llm:before\`); per extra streamed chunk: ` +
       `${median(marginal.map((m) => m.chunk)).toFixed(2)} µs (${EXTRA_CHUNKS} more chunks per answer).`,
+    '',
+    `The host store's own read (its \`history()\` of the ${HISTORY_LIMIT}-message window, fresh ` +
+      `objects, timed alone): ${median(runs.map((run) => run.hostRead)).toFixed(1)} µs, part of ` +
+      `each turn of its row.`,
   ].join('\n');
 }

@@ -143,19 +143,20 @@ export class PromptAssembler {
       const built = c.build(view);
       // Texts returned at once (no promise) are there: no timeout to race them. The timer starts
       // after the build (unlike a tool's): which timeout wins only changes the logged reason.
-      const output: ContributionOutput = !isThenable(built)
-        ? built
-        : c.timeoutMs
-          ? await Promise.race([
-              Promise.resolve(built),
-              new Promise<never>((_, reject) => {
-                timer = setTimeout(
-                  () => reject(new Error(`timed out after ${c.timeoutMs} ms`)),
-                  c.timeoutMs,
-                );
-              }),
-            ])
-          : await built;
+      let output: ContributionOutput;
+      if (!isThenable(built)) output = built;
+      else if (!c.timeoutMs) output = await built;
+      else {
+        output = await Promise.race([
+          Promise.resolve(built),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`timed out after ${c.timeoutMs} ms`)),
+              c.timeoutMs,
+            );
+          }),
+        ]);
+      }
       const texts = output == null ? [] : Array.isArray(output) ? output : [output];
       return texts.filter((t): t is string => typeof t === 'string' && t.length > 0);
     } catch (error) {

@@ -1,21 +1,24 @@
 /**
  * One process of the distributed-mode benchmark (`distributed.bench.ts`): an instance of
  * distributed mode (`agent`: an application on the shared PostgreSQL schema and Redis prefix,
- * the zero-latency model), the same agent in one process (`local`, for reference), or a raw
- * BullMQ worker process (`bullmq`: a queue, a worker with a
- * no-op processor, and `QueueEvents` for the callers' completions). Run with
- * `-r @swc-node/register`; argument 2 is the mode, argument 3 a JSON `ChildSetting`.
+ * the zero-latency model), the same agent in one process (`local`, for reference; `memory`, on
+ * the in-memory stores), or a raw BullMQ worker process (`bullmq`: a queue, a worker with a
+ * no-op processor, and `QueueEvents` for the callers' completions), or the same whose processor
+ * writes an input's minimal durable record to PostgreSQL (`durable`, see `minimalRecord`). Run
+ * with `-r @swc-node/register`; argument 2 is the mode, argument 3 a JSON `ChildSetting`.
  *
  * It prints `{"ready":true}` once set up, then answers each command line on stdin with one JSON
- * line: `{"cmd":"run","kind":"cold"|"warm"|"noop","callers":K,"warmUpMs":W,"ms":M}` runs K
- * callers in a closed loop (each waits for its input's settlement, or its job's completion,
+ * line: `{"cmd":"run","kind":"cold"|"warm"|"noop"|"durable","callers":K,"warmUpMs":W,"ms":M}`
+ * runs K callers in a closed loop (each waits for its input's settlement, or its job's completion,
  * before sending the next) and counts those completed in the M ms after a warm-up of W ms;
  * `{"cmd":"close"}` closes and exits.
  */
 import 'reflect-metadata';
 import { createInterface } from 'node:readline';
-import { Queue, QueueEvents, Worker } from 'bullmq';
-import { pgAgent, replied, type PgAgent } from './support/pg-agent';
+import { randomUUID } from 'node:crypto';
+import { Queue, QueueEvents, Worker, type Job } from 'bullmq';
+import { Pool } from 'pg';
+import { memoryAgent, pgAgent, replied, type PgAgent } from './support/pg-agent';
 
 /** What the parent gives a child. */
 export interface ChildSetting {
@@ -31,7 +34,7 @@ export interface ChildSetting {
 /** A run command. */
 export interface RunCommand {
   cmd: 'run';
-  kind: 'cold' | 'warm' | 'noop';
+  kind: 'cold' | 'warm' | 'noop' | 'durable';
   callers: number;
   warmUpMs: number;
   ms: number;
@@ -88,21 +91,24 @@ async function closedLoop(
   return { count, total };
 }
 
+/** The agent of `mode`, started. */
+function startAgent(setting: ChildSetting, mode: 'agent' | 'local' | 'memory'): Promise<PgAgent> {
+  if (mode === 'memory') return memoryAgent();
+  if (mode === 'local') return pgAgent(setting.db);
+  return pgAgent(setting.db, {
+    redis: setting.redis,
+    prefix: setting.prefix,
+    instanceId: setting.instanceId,
+    concurrency: setting.concurrency,
+  });
+}
+
 /**
- * The agent: an instance of distributed mode, or (`local`) the same agent in one process, on its
- * own sessions. Cold runs go round many sessions, warm runs keep each session busy. */
-async function agentChild(setting: ChildSetting, distributed: boolean) {
-  const instance: PgAgent = await pgAgent(
-    setting.db,
-    distributed
-      ? {
-          redis: setting.redis,
-          prefix: setting.prefix,
-          instanceId: setting.instanceId,
-          concurrency: setting.concurrency,
-        }
-      : undefined,
-  );
+ * The agent: an instance of distributed mode, the same agent in one process (`local`), or that
+ * on the in-memory stores (`memory`), on its own sessions. Cold runs go round many sessions,
+ * warm runs keep each session busy. */
+async function agentChild(setting: ChildSetting, mode: 'agent' | 'local' | 'memory') {
+  const instance = await startAgent(setting, mode);
   const input = async (sessionId: string, content: string) =>
     replied(await instance.agent.handleMessage({ sessionId, content, source: 'job' }));
   const me = setting.instanceId;
@@ -125,15 +131,54 @@ async function agentChild(setting: ChildSetting, distributed: boolean) {
   };
 }
 
-/** The raw BullMQ process: no-op jobs, each caller waiting for its job's completion. */
-async function bullmqChild(setting: ChildSetting) {
+/**
+ * The least any design can write to PostgreSQL for one input that the issue's durable record
+ * asks for, with none of the agent's work: the inbox row at acceptance, the input and its reply
+ * in the history (one statement), the settlement. Three autocommitted statements on the
+ * benchmark's own schema: the ceiling of a turn that writes its record one input at a time.
+ */
+export async function minimalRecord(
+  pool: Pool,
+  job: Pick<Job<{ sessionId: string }>, 'id' | 'data'>,
+): Promise<void> {
+  const { sessionId } = job.data;
+  const now = new Date().toISOString();
+  await pool.query(
+    'insert into inbox (id, session_id, message, accepted_at) values ($1, $2, $3, $4)',
+    [job.id, sessionId, JSON.stringify({ id: job.id, sessionId, content: 'question' }), now],
+  );
+  await pool.query(
+    `insert into messages (id, session_id, role, content, metadata, created_at)
+     values ($1, $2, 'user', 'question', '{}', $4), ($3, $2, 'assistant', 'answer', '{}', $4)`,
+    [randomUUID(), sessionId, randomUUID(), now],
+  );
+  await pool.query('update inbox set settlement = $1, settled_at = $2 where id = $3', [
+    JSON.stringify({ settled: 'turn', outcome: 'replied' }),
+    now,
+    job.id,
+  ]);
+}
+
+/**
+ * The raw BullMQ process: no-op jobs (or, `durable`, jobs that write `minimalRecord`), each
+ * caller waiting for its job's completion.
+ */
+async function bullmqChild(setting: ChildSetting, durable: boolean) {
   const connection = new URL(setting.redis);
   const options = {
     connection: { host: connection.hostname, port: Number(connection.port || 6379) },
     prefix: setting.prefix,
   };
   const queue = new Queue('noop', options);
-  const worker = new Worker('noop', async () => undefined, {
+  // Connections let go soon after a run: the agents' runs that follow need the server's slots.
+  const pool = durable
+    ? new Pool({ connectionString: setting.db, idleTimeoutMillis: 200 })
+    : undefined;
+  // A failing write is a fault of this benchmark: loud at once, not ten retries later.
+  const processor = pool
+    ? (job: Job<{ sessionId: string }>) => minimalRecord(pool, job).catch(fatal)
+    : async () => undefined;
+  const worker = new Worker('noop', processor, {
     ...options,
     concurrency: setting.concurrency,
   });
@@ -147,10 +192,13 @@ async function bullmqChild(setting: ChildSetting) {
   let jobs = 0;
   return {
     run(command: RunCommand): Promise<RunResult> {
-      return closedLoop(command, command.callers, async () => {
-        const id = `${setting.instanceId}-${++jobs}`;
+      return closedLoop(command, command.callers, async (caller, i) => {
+        const id = `${command.tag}-${setting.instanceId}-${++jobs}`;
+        // A durable job's session, named as a cold run's; no-op jobs carry nothing, as before.
+        const sessionId = `${command.tag}-${setting.instanceId}-c${caller}-${i % COLD_SESSIONS_PER_CALLER}`;
+        const data = durable ? { sessionId } : {};
         const done = new Promise<void>((resolve) => waiting.set(id, resolve));
-        await queue.add('noop', {}, { ...noopJobOptions(id), jobId: id });
+        await queue.add('noop', data, { ...noopJobOptions(id), jobId: id });
         await done;
       });
     },
@@ -158,20 +206,29 @@ async function bullmqChild(setting: ChildSetting) {
       await worker.close();
       await events.close();
       await queue.close();
+      await pool?.end();
     },
   };
+}
+
+/** Ends the child with `error` on stderr (the parent then fails the benchmark). */
+function fatal(error: unknown): never {
+  process.stderr.write(
+    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
 }
 
 async function main(): Promise<void> {
   const mode = process.argv[2];
   const setting = JSON.parse(process.argv[3]) as ChildSetting;
   const child =
-    mode === 'agent' || mode === 'local'
-      ? await agentChild(setting, mode === 'agent')
-      : mode === 'bullmq'
-        ? await bullmqChild(setting)
+    mode === 'agent' || mode === 'local' || mode === 'memory'
+      ? await agentChild(setting, mode)
+      : mode === 'bullmq' || mode === 'durable'
+        ? await bullmqChild(setting, mode === 'durable')
         : undefined;
-  if (!child) throw new Error(`unknown mode ${mode}; use agent, local or bullmq`);
+  if (!child) throw new Error(`unknown mode ${mode}; use agent, local, memory, bullmq or durable`);
   const say = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
   say({ ready: true });
   for await (const line of createInterface({ input: process.stdin })) {
@@ -183,13 +240,5 @@ async function main(): Promise<void> {
 }
 
 if (require.main === module) {
-  main().then(
-    () => process.exit(0),
-    (error: unknown) => {
-      process.stderr.write(
-        `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-      );
-      process.exit(1);
-    },
-  );
+  main().then(() => process.exit(0), fatal);
 }

@@ -10,7 +10,10 @@
  *    held and each input reaches the holder through the pending list and a poke). Baseline in
  *    the same run: raw BullMQ no-op jobs, the same number of processes, the same worker
  *    concurrency and callers (each adds a job with the wake job's options and waits for its
- *    completion through `QueueEvents`). Runs alternate; medians of `REPEATS`.
+ *    completion through `QueueEvents`). Runs alternate; medians of `REPEATS`. Before the agents
+ *    start, where the ceiling is: raw no-op jobs against raw jobs that each write an input's
+ *    minimal durable record to PostgreSQL (`minimalRecord` in `distributed-child.ts`) and
+ *    against the agent on the in-memory stores, alternating.
  * 2. Wake-job adds per idle-to-busy transition: BullMQ's job id counter of the wake queue (every
  *    add, deduplicated ones too) against the lease grants (the sum of the sessions' fence
  *    counters), over the cold and the warm runs.
@@ -70,6 +73,8 @@ class Child {
   private readonly answers: unknown[] = [];
   private waiting?: (value: unknown) => void;
   private stderr = '';
+  /** Set once the process has exited: later answers fail at once instead of never coming. */
+  private exited?: Error;
 
   private constructor(private readonly proc: ChildProcess) {
     this.lines = createInterface({ input: proc.stdout! });
@@ -83,9 +88,15 @@ class Child {
       } else this.answers.push(value);
     });
     proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
+    proc.once('exit', (code) => {
+      this.exited = new Error(`a bench child exited ${code}: ${this.stderr.slice(-2000)}`);
+    });
   }
 
-  static async start(mode: 'agent' | 'local' | 'bullmq', setting: ChildSetting): Promise<Child> {
+  static async start(
+    mode: 'agent' | 'local' | 'memory' | 'bullmq' | 'durable',
+    setting: ChildSetting,
+  ): Promise<Child> {
     const proc = spawn(
       process.execPath,
       ['-r', '@swc-node/register', CHILD, mode, JSON.stringify(setting)],
@@ -100,11 +111,11 @@ class Child {
   answer<T>(): Promise<T> {
     const ready = this.answers.shift();
     if (ready !== undefined) return Promise.resolve(ready as T);
+    if (this.exited) return Promise.reject(this.exited);
     return new Promise<T>((resolve, reject) => {
       this.waiting = resolve as (value: unknown) => void;
-      this.proc.once('exit', (code) =>
-        reject(new Error(`a bench child exited ${code}: ${this.stderr.slice(-2000)}`)),
-      );
+      // The constructor's listener ran first: `exited` is set.
+      this.proc.once('exit', () => reject(this.exited!));
     });
   }
 
@@ -114,6 +125,7 @@ class Child {
   }
 
   async close(): Promise<void> {
+    if (this.exited) return;
     const exited = new Promise((resolve) => this.proc.once('exit', resolve));
     this.proc.stdin!.write('{"cmd":"close"}\n');
     await exited;
@@ -208,6 +220,64 @@ interface ThroughputRow {
   warmDeduplicated: number;
   warmAddsPerGrant: number;
   warmGrantsPerInput: number;
+}
+
+/**
+ * Raw BullMQ jobs/s, no-op and each writing an input's minimal durable record, and the agent's
+ * cold turns/s on the in-memory stores in one process.
+ */
+interface DurableFloor {
+  noop: number;
+  durable: number;
+  memory: number;
+}
+
+/**
+ * The durable record's floor with `n` processes: raw no-op jobs and raw jobs writing
+ * `minimalRecord` (`distributed-child.ts`), alternating; medians. Its own processes, closed
+ * before the agents start: together they would need more PostgreSQL connections than the
+ * server's default 100.
+ */
+async function durableFloor(n: number, db: string): Promise<DurableFloor> {
+  const prefix = testPrefix();
+  const raw: Child[] = [];
+  const durable: Child[] = [];
+  const memory: Child[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const setting = { redis: REDIS_URL, db, instanceId: `i${i}`, concurrency: CONCURRENCY };
+      raw.push(await Child.start('bullmq', { ...setting, prefix: `${prefix}-noop` }));
+      durable.push(await Child.start('durable', { ...setting, prefix }));
+      memory.push(await Child.start('memory', { ...setting, prefix }));
+    }
+    const runs: DurableFloor[] = [];
+    for (let r = 0; r < REPEATS; r++) {
+      const command = {
+        cmd: 'run',
+        callers: CALLERS,
+        warmUpMs: WARM_UP_MS,
+        ms: WINDOW_MS,
+      } as const;
+      progress(
+        `${n} process(es), repetition ${r + 1}: no-op jobs, durable-record jobs, memory agent`,
+      );
+      const noop = await runAll(raw, { ...command, kind: 'noop', tag: `f-n${n}r${r}` });
+      const floor = await runAll(durable, { ...command, kind: 'durable', tag: `d-n${n}r${r}` });
+      const agent = await runAll(memory, { ...command, kind: 'cold', tag: `m-n${n}r${r}` });
+      runs.push({ noop: noop.perSecond, durable: floor.perSecond, memory: agent.perSecond });
+    }
+    return {
+      noop: median(runs.map((run) => run.noop)),
+      durable: median(runs.map((run) => run.durable)),
+      memory: median(runs.map((run) => run.memory)),
+    };
+  } finally {
+    for (const child of [...raw, ...durable, ...memory]) {
+      await child.close().catch(() => undefined);
+    }
+    await deletePrefix(`${prefix}-noop`);
+    await deletePrefix(prefix);
+  }
 }
 
 /** Throughput with `n` instances and `n` raw BullMQ processes, alternating; medians. */
@@ -377,7 +447,11 @@ async function latencySection(db: string): Promise<string[]> {
 /** The throughput table. */
 async function throughputSection(db: string): Promise<string[]> {
   const rows: ThroughputRow[] = [];
-  for (const n of INSTANCES) rows.push(await throughput(n, db));
+  const floors: DurableFloor[] = [];
+  for (const n of INSTANCES) {
+    floors.push(await durableFloor(n, db));
+    rows.push(await throughput(n, db));
+  }
   const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
   const worst = Math.min(...rows.map((r) => r.cold / r.noop));
   const adds = Math.max(...rows.flatMap((r) => [r.coldAddsPerGrant, r.warmAddsPerGrant]));
@@ -389,6 +463,15 @@ async function throughputSection(db: string): Promise<string[]> {
     ...rows.map(
       (r) =>
         `| ${r.instances} | ${r.noop.toFixed(0)} | ${r.cold.toFixed(0)} | ${ratio(r.cold, r.noop)} | ${r.warm.toFixed(0)} | ${ratio(r.warm, r.noop)} | ${r.localCold.toFixed(0)} / ${r.localWarm.toFixed(0)} | ${ratio(r.cold, r.localCold)} / ${ratio(r.warm, r.localWarm)} |`,
+    ),
+    '',
+    "Where the ceiling is, in processes of their own run before the agents start, the three taking turns: raw no-op jobs; the same raw jobs each writing what the issue asks to be durable for one input at the least (its inbox row at acceptance, the input and its reply in the history, the settlement: three autocommitted statements on the same schema; no reads, no agent), a floor no turn that writes its record one input at a time can beat (past it, only batching the writes of many sessions into shared statements would go); and the agent's cold turns on the in-memory stores in one process (its own work, no database):",
+    '',
+    '| processes | raw no-op jobs/s | raw jobs writing the minimal durable record/s | durable / no-op | agent on the in-memory stores, cold turns/s | that / no-op |',
+    '|---:|---:|---:|---:|---:|---:|',
+    ...floors.map(
+      (f, i) =>
+        `| ${INSTANCES[i]} | ${f.noop.toFixed(0)} | ${f.durable.toFixed(0)} | ${ratio(f.durable, f.noop)} | ${f.memory.toFixed(0)} | ${ratio(f.memory, f.noop)} |`,
     ),
     '',
     "BullMQ wake jobs added (the wake queue's `added` events; adds that joined a job already there, `deduplicated`, apart) against lease grants (idle-to-busy transitions: the sum of the sessions' fence counters), over whole runs:",

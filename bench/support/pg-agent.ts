@@ -2,7 +2,8 @@
  * The agent of the distributed-mode benchmark (issue 17): the zero-latency model of
  * `zero-latency.ts` (a `lookup` tool call, then the answer in 8 chunks) on PostgreSQL stores,
  * in one process or with `distribution` on a shared Redis. Both modes use the same stores and
- * the same model, so what differs between them is what distribution adds.
+ * the same model, so what differs between them is what distribution adds. `memoryAgent` is the
+ * same agent on the in-memory stores.
  */
 import 'reflect-metadata';
 import { Module, type INestApplicationContext } from '@nestjs/common';
@@ -39,6 +40,15 @@ export interface PgAgent {
   close(): Promise<void>;
 }
 
+/** What every agent of these benches is given besides its stores. */
+function baseOptions(provider: ZeroLatencyProvider): AgentModuleOptions {
+  return {
+    llmProvider: provider,
+    historyLimit: HISTORY_LIMIT,
+    systemPrompt: 'You are a helpful assistant. Answer briefly and look things up first.',
+  };
+}
+
 /** Builds the agent on the PostgreSQL schema at `dbUrl` (migrated already). */
 export async function pgAgent(
   dbUrl: string,
@@ -47,9 +57,7 @@ export async function pgAgent(
 ): Promise<PgAgent> {
   const stores = await createSqlStores(dbUrl, distribution ? { fencing: new LeaseFencing() } : {});
   const options: AgentModuleOptions = {
-    llmProvider: provider,
-    historyLimit: HISTORY_LIMIT,
-    systemPrompt: 'You are a helpful assistant. Answer briefly and look things up first.',
+    ...baseOptions(provider),
     sessionStore: stores.sessions,
     historyStore: stores.log,
     messageArchive: stores.log,
@@ -57,6 +65,23 @@ export async function pgAgent(
     onShutdown: () => stores.close(),
     ...(distribution ? { distribution: { ...distribution, stores, leaseMs: 10_000 } } : {}),
   };
+  return started(options, provider);
+}
+
+/**
+ * The same agent on the default in-memory stores, in one process: what the agent costs without
+ * a database (the throughput section's ceiling of the agent's own work).
+ */
+export function memoryAgent(
+  provider: ZeroLatencyProvider = new ZeroLatencyProvider(),
+): Promise<PgAgent> {
+  return started(baseOptions(provider), provider);
+}
+
+async function started(
+  options: AgentModuleOptions,
+  provider: ZeroLatencyProvider,
+): Promise<PgAgent> {
   @Module({
     imports: [
       EventEmitterModule.forRoot({ delimiter: ':', wildcard: true }),

@@ -59,6 +59,8 @@ const LATENCY_BLOCKS = 8;
 const LATENCY_BLOCK = 25;
 const LATENCY_WARM_UP = 100;
 const CHILD = join(__dirname, 'distributed-child.ts');
+/** A throughput run's command, less its kind and tag. */
+const RUN = { cmd: 'run', callers: CALLERS, warmUpMs: WARM_UP_MS, ms: WINDOW_MS } as const;
 const COMMAND =
   'node -r @swc-node/register -e "require(\'./bench/distributed.bench.ts\').benchDistributed().then(console.log)"';
 
@@ -252,18 +254,12 @@ async function durableFloor(n: number, db: string): Promise<DurableFloor> {
     }
     const runs: DurableFloor[] = [];
     for (let r = 0; r < REPEATS; r++) {
-      const command = {
-        cmd: 'run',
-        callers: CALLERS,
-        warmUpMs: WARM_UP_MS,
-        ms: WINDOW_MS,
-      } as const;
       progress(
         `${n} process(es), repetition ${r + 1}: no-op jobs, durable-record jobs, memory agent`,
       );
-      const noop = await runAll(raw, { ...command, kind: 'noop', tag: `f-n${n}r${r}` });
-      const floor = await runAll(durable, { ...command, kind: 'durable', tag: `d-n${n}r${r}` });
-      const agent = await runAll(memory, { ...command, kind: 'cold', tag: `m-n${n}r${r}` });
+      const noop = await runAll(raw, { ...RUN, kind: 'noop', tag: `f-n${n}r${r}` });
+      const floor = await runAll(durable, { ...RUN, kind: 'durable', tag: `d-n${n}r${r}` });
+      const agent = await runAll(memory, { ...RUN, kind: 'cold', tag: `m-n${n}r${r}` });
       runs.push({ noop: noop.perSecond, durable: floor.perSecond, memory: agent.perSecond });
     }
     return {
@@ -310,28 +306,22 @@ async function throughput(n: number, db: string): Promise<ThroughputRow> {
     }
     const runs: Omit<ThroughputRow, 'instances'>[] = [];
     for (let r = 0; r < REPEATS; r++) {
-      const command = {
-        cmd: 'run',
-        callers: CALLERS,
-        warmUpMs: WARM_UP_MS,
-        ms: WINDOW_MS,
-      } as const;
       progress(`${n} process(es), repetition ${r + 1}: raw BullMQ`);
-      const noop = await runAll(raw, { ...command, kind: 'noop', tag: `r${r}` });
+      const noop = await runAll(raw, { ...RUN, kind: 'noop', tag: `r${r}` });
       const before = await counters(redis, agentPrefix);
       progress('cold');
-      const cold = await runAll(agents, { ...command, kind: 'cold', tag: `n${n}r${r}` });
+      const cold = await runAll(agents, { ...RUN, kind: 'cold', tag: `n${n}r${r}` });
       await quiet(redis, queue, agentPrefix);
       const between = await counters(redis, agentPrefix);
       progress('warm');
-      const warm = await runAll(agents, { ...command, kind: 'warm', tag: `n${n}r${r}` });
+      const warm = await runAll(agents, { ...RUN, kind: 'warm', tag: `n${n}r${r}` });
       await quiet(redis, queue, agentPrefix);
       const after = await counters(redis, agentPrefix);
       const coldJobs = await jobsBetween(redis, agentPrefix, before, between);
       const warmJobs = await jobsBetween(redis, agentPrefix, between, after);
       progress('in one process, for reference');
-      const localCold = await runAll(local, { ...command, kind: 'cold', tag: `local-n${n}r${r}` });
-      const localWarm = await runAll(local, { ...command, kind: 'warm', tag: `local-n${n}r${r}` });
+      const localCold = await runAll(local, { ...RUN, kind: 'cold', tag: `local-n${n}r${r}` });
+      const localWarm = await runAll(local, { ...RUN, kind: 'warm', tag: `local-n${n}r${r}` });
       runs.push({
         noop: noop.perSecond,
         cold: cold.perSecond,

@@ -235,10 +235,10 @@ interface DurableFloor {
 }
 
 /**
- * The durable record's floor with `n` processes: raw no-op jobs and raw jobs writing
- * `minimalRecord` (`distributed-child.ts`), alternating; medians. Its own processes, closed
- * before the agents start: together they would need more PostgreSQL connections than the
- * server's default 100.
+ * Where the throughput ceiling is with `n` processes: raw no-op jobs, raw jobs writing
+ * `minimalRecord` (`distributed-child.ts`, the durable record's floor) and the agent on the
+ * in-memory stores, taking turns; medians. Processes of their own, closed before the agents
+ * start: together they would need more PostgreSQL connections than the server's default 100.
  */
 async function durableFloor(n: number, db: string): Promise<DurableFloor> {
   const prefix = testPrefix();

@@ -23,7 +23,14 @@ import {
  */
 
 /** Drops every table of the stores behind their back: each statement is refused. */
-const DROP_TABLES = ['messages', 'sessions', 'generations', 'inbox', 'inbox_counter']
+const DROP_TABLES = [
+  'messages',
+  'message_counts',
+  'sessions',
+  'generations',
+  'inbox',
+  'inbox_counter',
+]
   .map((table) => `drop table if exists ${table};`)
   .join(' ');
 

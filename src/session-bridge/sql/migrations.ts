@@ -150,7 +150,90 @@ export function sqlMigrations(dialect: SqlDialect): Record<string, Migration> {
         await db.schema.dropTable('session_fences').execute();
       },
     },
+    '0005_message_counts': {
+      async up(db: Kysely<any>): Promise<void> {
+        // `count()` read one session's messages whole (13 ms for 100,000 on PostgreSQL, 7 ms of
+        // blocked event loop on SQLite, every turn): now a row per session, kept by triggers on
+        // every write of `messages`, whoever makes it.
+        await db.schema
+          .createTable('message_counts')
+          .addColumn('session_id', 'text', (col) => col.primaryKey())
+          .addColumn('n', 'bigint', (col) => col.notNull())
+          .execute();
+        await sql`insert into message_counts (session_id, n)
+          select session_id, count(*) from messages where ${sql.raw(conversation('messages'))}
+          group by session_id`.execute(db);
+        for (const statement of countTriggers(dialect)) await sql.raw(statement).execute(db);
+      },
+      async down(db: Kysely<any>): Promise<void> {
+        for (const statement of dropCountTriggers(dialect)) await sql.raw(statement).execute(db);
+        await db.schema.dropTable('message_counts').execute();
+      },
+    },
   };
+}
+
+/**
+ * A conversation row of `table` (a message without a control kind). NOTE: the control kinds
+ * as of migration 0005; a new control kind needs a migration that replaces the triggers.
+ */
+function conversation(table: string): string {
+  return `(${table}.kind is null or ${table}.kind not in ('event-marker', 'turn-stopped'))`;
+}
+
+/**
+ * The triggers that keep `message_counts`: on PostgreSQL one upsert or update per statement
+ * (transition tables), on SQLite one per row (it has no statement triggers; a row's trigger is
+ * a step of the same in-process statement).
+ */
+function countTriggers(dialect: SqlDialect): string[] {
+  if (dialect === 'postgres') {
+    return [
+      `create function message_counts_insert() returns trigger language plpgsql as $$ begin
+        insert into message_counts (session_id, n)
+          select session_id, count(*) from new_rows where ${conversation('new_rows')} group by session_id
+          order by session_id
+          on conflict (session_id) do update set n = message_counts.n + excluded.n;
+        return null; end $$`,
+      `create function message_counts_delete() returns trigger language plpgsql as $$ begin
+        update message_counts set n = message_counts.n - d.n
+          from (select session_id, count(*) as n from old_rows where ${conversation('old_rows')}
+                group by session_id) d
+          where message_counts.session_id = d.session_id;
+        return null; end $$`,
+      `create trigger message_counts_insert after insert on messages
+        referencing new table as new_rows for each statement
+        execute function message_counts_insert()`,
+      `create trigger message_counts_delete after delete on messages
+        referencing old table as old_rows for each statement
+        execute function message_counts_delete()`,
+    ];
+  }
+  return [
+    `create trigger message_counts_insert after insert on messages
+      when ${conversation('new')} begin
+        insert into message_counts (session_id, n) values (new.session_id, 1)
+          on conflict (session_id) do update set n = n + 1;
+      end`,
+    `create trigger message_counts_delete after delete on messages
+      when ${conversation('old')} begin
+        update message_counts set n = n - 1 where session_id = old.session_id;
+      end`,
+  ];
+}
+
+/** What `down` drops: the triggers, and on PostgreSQL their functions. */
+function dropCountTriggers(dialect: SqlDialect): string[] {
+  const triggers = [
+    'drop trigger message_counts_insert on messages',
+    'drop trigger message_counts_delete on messages',
+  ];
+  if (dialect === 'sqlite') return triggers.map((t) => t.replace(' on messages', ''));
+  return [
+    ...triggers,
+    'drop function message_counts_insert()',
+    'drop function message_counts_delete()',
+  ];
 }
 
 /** Kysely `MigrationProvider` over the in-code migrations of one dialect. */

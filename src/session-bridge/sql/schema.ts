@@ -99,6 +99,17 @@ export interface SessionFencesTable {
   fence: number | string;
 }
 
+/**
+ * Each session's number of conversation messages (control kinds left out), kept by triggers on
+ * `messages` (migration `0005_message_counts`) so that `count()` reads one row whatever the
+ * session's length. A session without a row has none.
+ */
+export interface MessageCountsTable {
+  session_id: string;
+  /** `bigint`: PostgreSQL returns it as a string. */
+  n: number | string;
+}
+
 /** The database the SQL stores read and write. */
 export interface Database {
   messages: MessagesTable;
@@ -107,4 +118,5 @@ export interface Database {
   inbox: InboxTable;
   inbox_counter: InboxCounterTable;
   session_fences: SessionFencesTable;
+  message_counts: MessageCountsTable;
 }

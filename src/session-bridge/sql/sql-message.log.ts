@@ -139,14 +139,14 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     });
   }
 
+  /** One row's read: the count is kept by triggers on `messages` (`message_counts`). */
   async count(sessionId: string): Promise<number> {
     sessionId = normaliseText(sessionId);
     return guarded('history', 'count messages', async () => {
       const row = await this.db
-        .selectFrom('messages')
-        .select((eb) => eb.fn.countAll().as('n'))
+        .selectFrom('message_counts')
+        .select('n')
         .where('session_id', '=', sessionId)
-        .where(isConversation)
         .executeTakeFirst();
       return Number(row?.n ?? 0);
     });

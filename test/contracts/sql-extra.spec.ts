@@ -15,6 +15,7 @@ import {
   closeAll,
   describePg,
   expectOpenError,
+  migratorOf,
   tempPgSchema,
   tempSqlite,
   type TempDb,
@@ -45,18 +46,7 @@ async function migratedFromInbox(url: string, open: SqlStores[]) {
   const opened = await openDatabase(url);
   let ran: string[];
   try {
-    const provider = new InCodeMigrationProvider(opened.dialect);
-    // Pinned to this schema, as `migrateToLatest` does: other tests' schemas hold the same tables.
-    const schema =
-      opened.dialect === 'postgres'
-        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(opened.db))
-            .rows[0].schema
-        : undefined;
-    const migrator = new Migrator({
-      db: opened.db,
-      provider,
-      ...(schema ? { migrationTableSchema: schema } : {}),
-    });
+    const migrator = await migratorOf(opened);
     expect((await migrator.migrateTo('0002_inbox')).error).toBeUndefined();
     for (const [id, updated] of [
       ['old-a', '2020-01-01T00:00:03.000Z'],

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { Migrator, sql } from 'kysely';
+import { sql } from 'kysely';
 import {
   ControlKinds,
   createSqlStores,
@@ -10,8 +10,8 @@ import {
   type SqlStores,
   type WriteFencing,
 } from '../../src';
-import { InCodeMigrationProvider, openDatabase } from '../../src/session-bridge';
-import { closeAll, describePg, tempPgSchema, tempSqlite, type TempDb } from './sql-test-db';
+import { openDatabase } from '../../src/session-bridge';
+import { describePg, migratorOf, tempPgSchema, tempSqlite, type TempDb } from './sql-test-db';
 
 /**
  * U5's history count on the SQL stores is a row per session kept by triggers on `messages`
@@ -99,16 +99,7 @@ async function expectCountsTrue(stores: SqlStores, prefix: string): Promise<void
 async function migratedWithMessages(url: string): Promise<SqlStores> {
   const opened = await openDatabase(url);
   try {
-    const schema =
-      opened.dialect === 'postgres'
-        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(opened.db))
-            .rows[0].schema
-        : undefined;
-    const migrator = new Migrator({
-      db: opened.db,
-      provider: new InCodeMigrationProvider(opened.dialect),
-      ...(schema ? { migrationTableSchema: schema } : {}),
-    });
+    const migrator = await migratorOf(opened);
     expect((await migrator.migrateTo('0004_session_fences')).error).toBeUndefined();
     const rows: [string, string | null][] = [
       ['old-1', null],
@@ -130,44 +121,49 @@ async function migratedWithMessages(url: string): Promise<SqlStores> {
   return createSqlStores(url);
 }
 
+/** Runs `test` on stores over a throwaway database, made by `open`; closes and drops both. */
+async function withStores(
+  tempDb: () => TempDb | Promise<TempDb>,
+  open: (url: string) => Promise<SqlStores>,
+  test: (stores: SqlStores) => Promise<void>,
+): Promise<void> {
+  const db = await tempDb();
+  try {
+    const stores = await open(db.url);
+    await test(stores).finally(() => stores.close());
+  } finally {
+    await db.drop();
+  }
+}
+
 function countSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
   describe(title, () => {
-    let db: TempDb;
-    const open: SqlStores[] = [];
+    it('U5: count() equals the conversation messages through appends (keys repeated, control kinds), rollbacks, clears and deletions', () =>
+      withStores(
+        tempDb,
+        (url) => createSqlStores(url),
+        async (stores) => {
+          let run = 0;
+          await fc.assert(
+            fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
+              const prefix = `r${run++}-`;
+              for (const s of steps) {
+                await apply(stores, prefix, s);
+                await expectCountsTrue(stores, prefix);
+              }
+            }),
+            { numRuns: 25, seed: 20261206 },
+          );
+        },
+      ));
 
-    beforeEach(async () => {
-      db = await tempDb();
-    });
-
-    afterEach(async () => {
-      await closeAll(open);
-      await db.drop();
-    });
-
-    it('U5: count() equals the conversation messages through appends (keys repeated, control kinds), rollbacks, clears and deletions', async () => {
-      const stores = await createSqlStores(db.url);
-      open.push(stores);
-      let run = 0;
-      await fc.assert(
-        fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
-          const prefix = `r${run++}-`;
-          for (const s of steps) {
-            await apply(stores, prefix, s);
-            await expectCountsTrue(stores, prefix);
-          }
-        }),
-        { numRuns: 25, seed: 20261206 },
-      );
-    });
-
-    it('U5: a database with messages from before the kept counts starts with them counted', async () => {
-      const stores = await migratedWithMessages(db.url);
-      open.push(stores);
-      expect(await stores.log.count('old-1')).toBe(3);
-      expect(await stores.log.count('old-2')).toBe(1);
-      await stores.log.append([{ sessionId: 'old-2', role: 'user', content: 'y', metadata: {} }]);
-      expect(await stores.log.count('old-2')).toBe(2);
-    });
+    it('U5: a database with messages from before the kept counts starts with them counted', () =>
+      withStores(tempDb, migratedWithMessages, async (stores) => {
+        expect(await stores.log.count('old-1')).toBe(3);
+        expect(await stores.log.count('old-2')).toBe(1);
+        await stores.log.append([{ sessionId: 'old-2', role: 'user', content: 'y', metadata: {} }]);
+        expect(await stores.log.count('old-2')).toBe(2);
+      }));
   });
 }
 
@@ -175,12 +171,11 @@ countSuite('SQL stores: kept history counts on sqlite', tempSqlite);
 describePg('SQL stores: kept history counts on postgres', () => {
   countSuite('one statement per write', tempPgSchema);
 
-  it("U5: a fenced append (distributed mode's guarded statement) counts; a refused one does not", async () => {
-    const db = await tempPgSchema();
+  it("U5: a fenced append (distributed mode's guarded statement) counts; a refused one does not", () => {
     const fences = new Map<string, number>();
     const fencing: WriteFencing = { fenceFor: (sessionId) => fences.get(sessionId) };
-    const stores = await createSqlStores(db.url, { fencing });
-    try {
+    const open = (url: string) => createSqlStores(url, { fencing });
+    return withStores(tempPgSchema, open, async (stores) => {
       const sid = `s-${randomUUID()}`;
       expect(await stores.fences.claim(sid, 2)).toBe(true);
       fences.set(sid, 2);
@@ -196,9 +191,6 @@ describePg('SQL stores: kept history counts on postgres', () => {
       expect(await stores.fences.claim(sid, 3)).toBe(true);
       await expect(stores.log.append([turn('late')])).rejects.toBeInstanceOf(FencedWriteError);
       expect(await stores.log.count(sid)).toBe(2);
-    } finally {
-      await stores.close();
-      await db.drop();
-    }
+    });
   });
 });

@@ -3,8 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Migrator, sql } from 'kysely';
 import { Client } from 'pg';
 import { StoreOpenError, StoreUnavailableError, type NewMessage, type SqlStores } from '../../src';
+import { InCodeMigrationProvider, type OpenDatabase } from '../../src/session-bridge';
 import { describeNeeding } from '../support/describe-needing';
 
 /**
@@ -163,4 +165,22 @@ export function everyStoreCall(stores: SqlStores, sid: string) {
     ['inbox', () => stores.inbox.prune(new Date().toISOString())],
     ['inbox', () => stores.inbox.deleteSession(sid)],
   ] as const;
+}
+
+/**
+ * Kysely's migrator over the in-code migrations, for a test that stops at an older version.
+ * Pinned to the connection's schema on PostgreSQL, as `migrateToLatest` does: other tests'
+ * schemas hold the same tables.
+ */
+export async function migratorOf(opened: OpenDatabase): Promise<Migrator> {
+  const schema =
+    opened.dialect === 'postgres'
+      ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(opened.db))
+          .rows[0].schema
+      : undefined;
+  return new Migrator({
+    db: opened.db,
+    provider: new InCodeMigrationProvider(opened.dialect),
+    ...(schema ? { migrationTableSchema: schema } : {}),
+  });
 }

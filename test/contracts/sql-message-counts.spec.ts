@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import {
+  CONTROL_KINDS,
   ControlKinds,
   createSqlStores,
   FencedWriteError,
@@ -166,6 +167,13 @@ function countSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
       }));
   });
 }
+
+describe('SQL stores: kept history counts', () => {
+  it('U5: the count triggers know every control kind (a new one needs a migration that replaces them)', () => {
+    // Migration 0005 writes these into its triggers; CONTROL_KINDS growing must fail here.
+    expect([...CONTROL_KINDS].sort()).toEqual(['event-marker', 'turn-stopped']);
+  });
+});
 
 countSuite('SQL stores: kept history counts on sqlite', tempSqlite);
 describePg('SQL stores: kept history counts on postgres', () => {

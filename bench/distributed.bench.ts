@@ -73,7 +73,8 @@ function progress(what: string): void {
 class Child {
   private readonly lines: Interface;
   private readonly answers: unknown[] = [];
-  private waiting?: (value: unknown) => void;
+  /** The caller waiting for the next answer, if any. */
+  private waiting?: { resolve: (value: unknown) => void; reject: (error: Error) => void };
   private stderr = '';
   /** Set once the process has exited: later answers fail at once instead of never coming. */
   private exited?: Error;
@@ -84,7 +85,7 @@ class Child {
       if (!line.startsWith('{')) return;
       const value = JSON.parse(line) as unknown;
       if (this.waiting) {
-        const resolve = this.waiting;
+        const { resolve } = this.waiting;
         this.waiting = undefined;
         resolve(value);
       } else this.answers.push(value);
@@ -92,6 +93,8 @@ class Child {
     proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
     proc.once('exit', (code) => {
       this.exited = new Error(`a bench child exited ${code}: ${this.stderr.slice(-2000)}`);
+      this.waiting?.reject(this.exited);
+      this.waiting = undefined;
     });
   }
 
@@ -115,9 +118,7 @@ class Child {
     if (ready !== undefined) return Promise.resolve(ready as T);
     if (this.exited) return Promise.reject(this.exited);
     return new Promise<T>((resolve, reject) => {
-      this.waiting = resolve as (value: unknown) => void;
-      // The constructor's listener ran first: `exited` is set.
-      this.proc.once('exit', () => reject(this.exited!));
+      this.waiting = { resolve: resolve as (value: unknown) => void, reject };
     });
   }
 
@@ -228,7 +229,7 @@ interface ThroughputRow {
  * Raw BullMQ jobs/s, no-op and each writing an input's minimal durable record, and the agent's
  * cold turns/s on the in-memory stores in one process.
  */
-interface DurableFloor {
+interface Ceilings {
   noop: number;
   durable: number;
   memory: number;
@@ -240,7 +241,7 @@ interface DurableFloor {
  * in-memory stores, taking turns; medians. Processes of their own, closed before the agents
  * start: together they would need more PostgreSQL connections than the server's default 100.
  */
-async function durableFloor(n: number, db: string): Promise<DurableFloor> {
+async function ceilings(n: number, db: string): Promise<Ceilings> {
   const prefix = testPrefix();
   const raw: Child[] = [];
   const durable: Child[] = [];
@@ -252,7 +253,7 @@ async function durableFloor(n: number, db: string): Promise<DurableFloor> {
       durable.push(await Child.start('durable', { ...setting, prefix }));
       memory.push(await Child.start('memory', { ...setting, prefix }));
     }
-    const runs: DurableFloor[] = [];
+    const runs: Ceilings[] = [];
     for (let r = 0; r < REPEATS; r++) {
       progress(
         `${n} process(es), repetition ${r + 1}: no-op jobs, durable-record jobs, memory agent`,
@@ -437,9 +438,9 @@ async function latencySection(db: string): Promise<string[]> {
 /** The throughput table. */
 async function throughputSection(db: string): Promise<string[]> {
   const rows: ThroughputRow[] = [];
-  const floors: DurableFloor[] = [];
+  const ceilingRows: Ceilings[] = [];
   for (const n of INSTANCES) {
-    floors.push(await durableFloor(n, db));
+    ceilingRows.push(await ceilings(n, db));
     rows.push(await throughput(n, db));
   }
   const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
@@ -459,7 +460,7 @@ async function throughputSection(db: string): Promise<string[]> {
     '',
     '| processes | raw no-op jobs/s | raw jobs writing the minimal durable record/s | durable / no-op | agent on the in-memory stores, cold turns/s | that / no-op |',
     '|---:|---:|---:|---:|---:|---:|',
-    ...floors.map(
+    ...ceilingRows.map(
       (f, i) =>
         `| ${INSTANCES[i]} | ${f.noop.toFixed(0)} | ${f.durable.toFixed(0)} | ${ratio(f.durable, f.noop)} | ${f.memory.toFixed(0)} | ${ratio(f.memory, f.noop)} |`,
     ),

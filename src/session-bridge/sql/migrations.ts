@@ -224,13 +224,12 @@ function countTriggers(dialect: SqlDialect): string[] {
 
 /** What `down` drops: the triggers, and on PostgreSQL their functions. */
 function dropCountTriggers(dialect: SqlDialect): string[] {
-  const triggers = [
+  if (dialect === 'sqlite') {
+    return ['drop trigger message_counts_insert', 'drop trigger message_counts_delete'];
+  }
+  return [
     'drop trigger message_counts_insert on messages',
     'drop trigger message_counts_delete on messages',
-  ];
-  if (dialect === 'sqlite') return triggers.map((t) => t.replace(' on messages', ''));
-  return [
-    ...triggers,
     'drop function message_counts_insert()',
     'drop function message_counts_delete()',
   ];

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import {
   CONTROL_KINDS,
   ControlKinds,
@@ -11,7 +11,7 @@ import {
   type SqlStores,
   type WriteFencing,
 } from '../../src';
-import { openDatabase } from '../../src/session-bridge';
+import { openDatabase, type Database } from '../../src/session-bridge';
 import { describePg, migratorOf, tempPgSchema, tempSqlite, type TempDb } from './sql-test-db';
 
 /**
@@ -96,6 +96,30 @@ async function expectCountsTrue(stores: SqlStores, prefix: string): Promise<void
   }
 }
 
+/**
+ * The sessions whose last step emptied them (a clear of it or of all, its deletion): they must
+ * have no count row. An append makes its session's row unknown again (it may add none).
+ */
+function trackEmptied(emptied: Set<string>, prefix: string, s: Step): void {
+  const id = (n: number) => `${prefix}${SESSIONS[n]}`;
+  if (s.op === 'append') emptied.delete(id(s.session));
+  else if (s.op === 'delete') emptied.add(id(s.session));
+  else if (s.op === 'clear') {
+    for (const n of s.session === undefined ? [0, 1, 2] : [s.session]) emptied.add(id(n));
+  }
+}
+
+/** The count rows of `sessionIds` that exist. */
+async function countRowsOf(db: Kysely<Database>, sessionIds: string[]): Promise<string[]> {
+  if (sessionIds.length === 0) return [];
+  const rows = await db
+    .selectFrom('message_counts')
+    .select('session_id')
+    .where('session_id', 'in', sessionIds)
+    .execute();
+  return rows.map((row) => row.session_id);
+}
+
 /** A store's database at migration 0004 with messages of two sessions, then migrated on. */
 async function migratedWithMessages(url: string): Promise<SqlStores> {
   const opened = await openDatabase(url);
@@ -139,24 +163,31 @@ async function withStores(
 
 function countSuite(title: string, tempDb: () => TempDb | Promise<TempDb>) {
   describe(title, () => {
-    it('U5: count() equals the conversation messages through appends (keys repeated, control kinds), rollbacks, clears and deletions', () =>
-      withStores(
-        tempDb,
-        (url) => createSqlStores(url),
-        async (stores) => {
+    it('U5: count() equals the conversation messages through appends (keys repeated, control kinds), rollbacks, clears and deletions; a cleared or deleted session keeps no count row', () => {
+      let url = '';
+      const open = (dbUrl: string) => ((url = dbUrl), createSqlStores(dbUrl));
+      return withStores(tempDb, open, async (stores) => {
+        const raw = await openDatabase(url);
+        try {
           let run = 0;
           await fc.assert(
             fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
               const prefix = `r${run++}-`;
+              const emptied = new Set<string>();
               for (const s of steps) {
                 await apply(stores, prefix, s);
                 await expectCountsTrue(stores, prefix);
+                trackEmptied(emptied, prefix, s);
+                expect(await countRowsOf(raw.db, [...emptied])).toEqual([]);
               }
             }),
             { numRuns: 25, seed: 20261206 },
           );
-        },
-      ));
+        } finally {
+          await raw.close();
+        }
+      });
+    });
 
     it('U5: a database with messages from before the kept counts starts with them counted', () =>
       withStores(tempDb, migratedWithMessages, async (stores) => {

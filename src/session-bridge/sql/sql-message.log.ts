@@ -154,11 +154,14 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
 
   async clear(sessionId?: string): Promise<void> {
     if (sessionId !== undefined) sessionId = normaliseText(sessionId);
-    return guarded('history', 'clear history', async () => {
-      let remove = this.db.deleteFrom('messages');
-      if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
-      await remove.execute();
-    });
+    return guarded('history', 'clear history', () =>
+      this.db.transaction().execute(async (trx) => {
+        let remove = trx.deleteFrom('messages');
+        if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
+        await remove.execute();
+        await dropEmptyCounts(trx, sessionId);
+      }),
+    );
   }
 
   async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
@@ -184,9 +187,12 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
 
   async deleteSession(sessionId: string): Promise<void> {
     sessionId = normaliseText(sessionId);
-    return guarded('history', 'delete a session', async () => {
-      await this.db.deleteFrom('messages').where('session_id', '=', sessionId).execute();
-    });
+    return guarded('history', 'delete a session', () =>
+      this.db.transaction().execute(async (trx) => {
+        await trx.deleteFrom('messages').where('session_id', '=', sessionId).execute();
+        await dropEmptyCounts(trx, sessionId);
+      }),
+    );
   }
 
   /** Strictly increasing ISO times (per instance), so creation order is also time order. */
@@ -194,6 +200,17 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     this.lastTime = Math.max(Date.now(), this.lastTime + 1);
     return isoTime(this.lastTime);
   }
+}
+
+/**
+ * Deletes the kept-count rows left at zero by a clear or a deletion (of `sessionId`, or of
+ * every session), so deleted sessions leave no row behind; a missing row counts 0. A row an
+ * append raised meanwhile is not zero and stays.
+ */
+async function dropEmptyCounts(db: Kysely<Database>, sessionId?: string): Promise<void> {
+  let remove = db.deleteFrom('message_counts').where('n', '=', 0);
+  if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
+  await remove.execute();
 }
 
 /** A conversation message: no kind, or a kind that is not a control kind. */

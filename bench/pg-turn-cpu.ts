@@ -8,6 +8,7 @@
  * within their spread.
  *
  * Run: node -r @swc-node/register bench/pg-turn-cpu.ts local|dist   (MS: the window, default 4000)
+ * (`AGENT_DB_PREPARE=false`: the statements unprepared, as before they were prepared.)
  */
 import { readFileSync } from 'node:fs';
 import { createSqlStores } from '../src';

@@ -18,7 +18,11 @@ export async function agentOptionsFromConfig(config: AppConfig): Promise<AgentMo
   const fencing = distribution ? new LeaseFencing() : undefined;
   const stores = await createSqlStores(
     config.db.kind === 'postgres' ? config.db.url : config.db.file,
-    { timeoutMs: config.limits.dbTimeoutMs, ...(fencing ? { fencing } : {}) },
+    {
+      timeoutMs: config.limits.dbTimeoutMs,
+      prepare: config.db.kind !== 'postgres' || config.db.prepare,
+      ...(fencing ? { fencing } : {}),
+    },
   );
   logger.log(
     stores.dialect === 'postgres'

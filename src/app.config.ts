@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { readMcpConfigFile, type McpServersConfig } from './agent';
+import { ConfigError, flag, integer, positive, url } from './app.env';
 import { trustProxyProblem, type TracingSettings, type TrustProxy } from './server';
+
+export { ConfigError } from './app.env';
 
 /**
  * The server's configuration, read once from the environment (README.md, "Configuration
@@ -13,7 +16,8 @@ export interface AppConfig {
   /** Whether the admin token was generated at start (then it is printed once). */
   adminTokenGenerated: boolean;
   llm?: { baseURL: string; apiKey?: string; model?: string };
-  db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
+  /** `AGENT_DB`; for PostgreSQL also `AGENT_DB_PREPARE`. */
+  db: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; prepare: boolean };
   /** Distributed mode (`REDIS_URL` set; README, "Distributed mode"). */
   distribution?: {
     redisUrl: string;
@@ -64,9 +68,6 @@ export interface AppConfig {
   mcpServers?: McpServersConfig;
 }
 
-/** A configuration error: one line naming the variable. */
-export class ConfigError extends Error {}
-
 function port(env: NodeJS.ProcessEnv): number {
   const raw = env.PORT ?? '3000';
   const value = Number(raw);
@@ -74,16 +75,6 @@ function port(env: NodeJS.ProcessEnv): number {
     throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${raw}"`);
   }
   return value;
-}
-
-/** A positive integer variable, or its default when unset. */
-function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name]?.trim();
-  if (!raw) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || !Number.isSafeInteger(Number(raw))) {
-    throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
-  }
-  return Number(raw);
 }
 
 /** The HTTP server's limits; the defaults are `ApiModule`'s (README, "Configuration (server)"). */
@@ -134,29 +125,6 @@ function trustProxy(env: NodeJS.ProcessEnv): TrustProxy {
   return value;
 }
 
-function url(name: string, raw: string, protocols: string[]): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
-  }
-  return raw;
-}
-
-/** A whole number from the environment, at least `min`; the default when unset. */
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
-  const raw = env[name]?.trim();
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min || !Number.isSafeInteger(Number(raw))) {
-    throw new ConfigError(`${name} must be a whole number of at least ${min}, got "${raw}"`);
-  }
-  return Number(raw);
-}
-
 /** The agent's bounds. */
 function limits(env: NodeJS.ProcessEnv): AppConfig['limits'] {
   return {
@@ -184,9 +152,7 @@ function distribution(
   }
   const leaseMs = integer(env, 'AGENT_LEASE_MS', 10_000, 300);
   const concurrency = integer(env, 'AGENT_CONCURRENCY', 64, 1);
-  const where = env.AGENT_RUN_WHERE_RECEIVED?.trim().toLowerCase() || 'true';
-  if (where !== 'true' && where !== 'false')
-    throw new ConfigError(`AGENT_RUN_WHERE_RECEIVED must be true or false, got "${where}"`);
+  const runWhereReceived = flag(env, 'AGENT_RUN_WHERE_RECEIVED', true);
   const redis = env.REDIS_URL?.trim();
   if (!redis) return undefined;
   const redisUrl = url('REDIS_URL', redis, ['redis:', 'rediss:']);
@@ -201,7 +167,7 @@ function distribution(
     leaseMs,
     concurrency,
     prefix,
-    runWhereReceived: where === 'true',
+    runWhereReceived,
   };
 }
 
@@ -266,8 +232,10 @@ export function loadAppConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   const llmBase = env.LLM_BASE_URL?.trim();
   const db = env.AGENT_DB?.trim() || './data/agent.sqlite';
+  // Checked whatever the database: a typo stops the start either way.
+  const prepare = flag(env, 'AGENT_DB_PREPARE', true);
   const store: AppConfig['db'] = /^postgres(ql)?:/.test(db)
-    ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']) }
+    ? { kind: 'postgres', url: url('AGENT_DB', db, ['postgres:', 'postgresql:']), prepare }
     : { kind: 'sqlite', file: db };
   return {
     port: port(env),

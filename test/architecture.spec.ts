@@ -33,8 +33,15 @@ const ALLOWED: Record<string, readonly string[]> = {
 const OWN_ENTRIES = new Set(['testing']);
 
 /** Top-level files of the server's composition root: may import every door; only each other. */
-// The server's composition root: app.module, main, app.config and the agent options it builds.
-const COMPOSITION_ROOT = new Set(['app.module', 'main', 'app.config', 'app.agent-options']);
+// The server's composition root: app.module, main, app.config (with the variables' parsers of
+// app.env) and the agent options it builds.
+const COMPOSITION_ROOT = new Set([
+  'app.module',
+  'main',
+  'app.config',
+  'app.env',
+  'app.agent-options',
+]);
 /** The library's public surface: may import every door; nothing imports it. */
 const PUBLIC_SURFACE = 'index';
 

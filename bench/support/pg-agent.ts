@@ -49,13 +49,20 @@ function baseOptions(provider: ZeroLatencyProvider): AgentModuleOptions {
   };
 }
 
-/** Builds the agent on the PostgreSQL schema at `dbUrl` (migrated already). */
+/**
+ * Builds the agent on the PostgreSQL schema at `dbUrl` (migrated already). Its statements are
+ * prepared unless `AGENT_DB_PREPARE=false`, as in the server.
+ */
 export async function pgAgent(
   dbUrl: string,
   distribution?: DistributedSetting,
   provider: ZeroLatencyProvider = new ZeroLatencyProvider(),
 ): Promise<PgAgent> {
-  const stores = await createSqlStores(dbUrl, distribution ? { fencing: new LeaseFencing() } : {});
+  const prepare = process.env.AGENT_DB_PREPARE?.trim().toLowerCase() !== 'false';
+  const stores = await createSqlStores(dbUrl, {
+    prepare,
+    ...(distribution ? { fencing: new LeaseFencing() } : {}),
+  });
   const options: AgentModuleOptions = {
     ...baseOptions(provider),
     sessionStore: stores.sessions,

@@ -101,3 +101,30 @@ describe('loadAppConfig: AGENT_APPROVAL_TIMEOUT_MS', () => {
     expect(refusal({ AGENT_APPROVAL_TIMEOUT_MS: value })).toContain('AGENT_APPROVAL_TIMEOUT_MS');
   });
 });
+
+describe('loadAppConfig: AGENT_DB_PREPARE', () => {
+  const pg = 'postgres://u@127.0.0.1:5432/db';
+
+  it('PostgreSQL statements are prepared unless AGENT_DB_PREPARE=false (any case)', () => {
+    expect(loadAppConfig({ AGENT_DB: pg }).db).toEqual({
+      kind: 'postgres',
+      url: pg,
+      prepare: true,
+    });
+    expect(loadAppConfig({ AGENT_DB: pg, AGENT_DB_PREPARE: 'FALSE' }).db).toMatchObject({
+      prepare: false,
+    });
+    expect(loadAppConfig({ AGENT_DB: pg, AGENT_DB_PREPARE: ' true ' }).db).toMatchObject({
+      prepare: true,
+    });
+  });
+
+  it.each(['yes', '0', 'off'])(
+    'AGENT_DB_PREPARE=%s stops start-up with one line naming it, whatever the database',
+    (value) => {
+      const line = `AGENT_DB_PREPARE must be true or false, got "${value}"`;
+      expect(refusal({ AGENT_DB: pg, AGENT_DB_PREPARE: value })).toBe(line);
+      expect(refusal({ AGENT_DB_PREPARE: value })).toBe(line);
+    },
+  );
+});

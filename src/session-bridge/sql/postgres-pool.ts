@@ -17,31 +17,93 @@ export function postgresTimeouts(timeoutMs: number): PoolConfig {
   };
 }
 
+/** At most this many distinct statement texts get a name (are prepared) per pool. */
+export const MAX_PREPARED_STATEMENTS = 256;
+
 /**
- * `pool` as Kysely's `PostgresPool`, except that a client whose query failed for any reason but
- * an error reported by the server (a client-side timeout, a reset or closed connection) is
- * destroyed on release instead of going back to the pool. NOTE: after `query_timeout` the `pg`
- * client still waits for the abandoned query's answer, so every later query on it (the
- * transaction's rollback first) would queue behind it and time out again; once broken, its
- * queries therefore fail at once with the first error.
+ * The names of a pool's prepared statements: one per distinct statement text, for the first
+ * `max` texts (the hot path's few dozen shapes come first; later ones, such as rare list
+ * lengths, run unnamed), so neither the server's memory per connection nor the `pg` client's
+ * cache grows without bound.
+ */
+export class StatementNames {
+  private readonly names = new Map<string, string>();
+
+  constructor(private readonly max = MAX_PREPARED_STATEMENTS) {}
+
+  /** The name of `text`, or none when the cap is reached. */
+  nameOf(text: string): string | undefined {
+    let name = this.names.get(text);
+    if (name === undefined && this.names.size < this.max) {
+      name = `agent_${this.names.size}`;
+      this.names.set(text, name);
+    }
+    return name;
+  }
+}
+
+/**
+ * A prepared statement whose result columns changed since it was prepared (a newer version's
+ * migration altered a table under a running instance): PostgreSQL refuses it with
+ * `0A000 cached plan must not change result type`, on that connection, every time.
+ */
+function isStalePlan(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '0A000';
+}
+
+/**
+ * `pool` as Kysely's `PostgresPool`, except that:
+ * - a client whose query failed for any reason but an error reported by the server (a
+ *   client-side timeout, a reset or closed connection) is destroyed on release instead of going
+ *   back to the pool. NOTE: after `query_timeout` the `pg` client still waits for the abandoned
+ *   query's answer, so every later query on it (the transaction's rollback first) would queue
+ *   behind it and time out again; once broken, its queries therefore fail at once with the first
+ *   error;
+ * - with `names`, each statement with parameters runs as a named prepared statement (parsed
+ *   and planned once per connection). One that went stale is run again unnamed when no transaction is open (it
+ *   failed before it did anything) and its client is destroyed on release, so the next one
+ *   prepares the statements afresh.
  */
 export function discardingBrokenClients(
   pool: Pool,
   isServerError: (error: unknown) => boolean,
+  names?: StatementNames,
 ): PostgresPool {
   return {
-    connect: async () => wrap(await pool.connect(), isServerError),
+    connect: async () => wrap(await pool.connect(), isServerError, names),
     end: () => pool.end(),
   };
 }
 
-function wrap(client: PoolClient, isServerError: (error: unknown) => boolean): PostgresPoolClient {
+function wrap(
+  client: PoolClient,
+  isServerError: (error: unknown) => boolean,
+  names: StatementNames | undefined,
+): PostgresPoolClient {
   let broken = false;
   let failure: unknown;
+  let stale = false;
+  let inTransaction = false;
+  const run = async (text: string, values: unknown[]) => {
+    // Statements without parameters (transaction control, migrations) go as plain text.
+    const name = values.length > 0 ? names?.nameOf(text) : undefined;
+    if (name === undefined) return client.query(text, values);
+    try {
+      return await client.query({ name, text, values });
+    } catch (error) {
+      if (!isStalePlan(error)) throw error;
+      stale = true;
+      if (inTransaction) throw error;
+      return client.query(text, values);
+    }
+  };
   const query = async (text: string, parameters: readonly unknown[]) => {
     if (broken) throw failure;
+    // Kysely opens and ends its transactions with these statements.
+    if (text === 'begin' || text.startsWith('start transaction')) inTransaction = true;
+    else if (text === 'commit' || text === 'rollback') inTransaction = false;
     try {
-      return await client.query(text, [...parameters]);
+      return await run(text, [...parameters]);
     } catch (error) {
       if (!isServerError(error)) [broken, failure] = [true, error];
       throw error;
@@ -50,6 +112,6 @@ function wrap(client: PoolClient, isServerError: (error: unknown) => boolean): P
   return {
     // Kysely queries with (sql, parameters) only: this library configures no cursor.
     query: query as unknown as PostgresPoolClient['query'],
-    release: (destroy?: boolean) => client.release(Boolean(destroy) || broken),
+    release: (destroy?: boolean) => client.release(Boolean(destroy) || broken || stale),
   };
 }

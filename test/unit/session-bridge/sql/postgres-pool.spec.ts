@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import {
   discardingBrokenClients,
   postgresTimeouts,
+  StatementNames,
 } from '../../../../src/session-bridge/sql/postgres-pool';
 
 /** A server-reported error, as the fake tells it apart. */
@@ -12,8 +13,8 @@ function fakePool(answers: Array<Error | { rows: unknown[] }>) {
   const released: Array<boolean | Error | undefined> = [];
   const sent: string[] = [];
   const client = {
-    query: jest.fn(async (text: string) => {
-      sent.push(text);
+    query: jest.fn(async (config: string | { name: string; text: string }) => {
+      sent.push(typeof config === 'string' ? config : `${config.name}: ${config.text}`);
       const answer = answers.shift();
       if (answer instanceof Error) throw answer;
       return answer;
@@ -72,5 +73,63 @@ describe('postgres pool', () => {
 
     expect(released).toEqual([true]);
     expect(pool.end).toHaveBeenCalledTimes(1);
+  });
+
+  it('names each distinct statement with parameters once, up to the cap; the rest run unnamed', async () => {
+    const { pool, sent } = fakePool(Array.from({ length: 6 }, () => ({ rows: [] })));
+    const client = await discardingBrokenClients(
+      pool,
+      isServerError,
+      new StatementNames(2),
+    ).connect();
+
+    await client.query('select $1', [1]);
+    await client.query('select $1', [2]);
+    await client.query('begin', []);
+    await client.query('select $1, $2', [1, 2]);
+    await client.query('select $1, $2, $3', [1, 2, 3]);
+    await client.query('select $1', [3]);
+
+    expect(sent).toEqual([
+      'agent_0: select $1',
+      'agent_0: select $1',
+      'begin',
+      'agent_1: select $1, $2',
+      'select $1, $2, $3',
+      'agent_0: select $1',
+    ]);
+  });
+
+  it('a stale prepared statement runs again unnamed outside a transaction, fails inside one; either way its client is destroyed on release', async () => {
+    const stale = Object.assign(new ServerError('cached plan must not change result type'), {
+      code: '0A000',
+    });
+    const { pool, released, sent } = fakePool([
+      stale,
+      { rows: [1] },
+      { rows: [] },
+      stale,
+      { rows: [] },
+    ]);
+    const client = await discardingBrokenClients(
+      pool,
+      isServerError,
+      new StatementNames(),
+    ).connect();
+
+    await expect(client.query('select * from t where a = $1', [1])).resolves.toEqual({ rows: [1] });
+    await client.query('begin', []);
+    await expect(client.query('select * from t where a = $1', [1])).rejects.toBe(stale);
+    await client.query('rollback', []);
+    client.release();
+
+    expect(sent).toEqual([
+      'agent_0: select * from t where a = $1',
+      'select * from t where a = $1',
+      'begin',
+      'agent_0: select * from t where a = $1',
+      'rollback',
+    ]);
+    expect(released).toEqual([true]);
   });
 });

@@ -45,7 +45,8 @@ export class StatementNames {
 /**
  * A prepared statement whose result columns changed since it was prepared (a newer version's
  * migration altered a table under a running instance): PostgreSQL refuses it with
- * `0A000 cached plan must not change result type`, on that connection, every time.
+ * `0A000 cached plan must not change result type`, on that connection, every time. Told by the
+ * code alone (the message may be translated); another `0A000` fails again when run unnamed.
  */
 function isStalePlan(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === '0A000';
@@ -60,9 +61,9 @@ function isStalePlan(error: unknown): boolean {
  *   behind it and time out again; once broken, its queries therefore fail at once with the first
  *   error;
  * - with `names`, each statement with parameters runs as a named prepared statement (parsed
- *   and planned once per connection). One that went stale is run again unnamed when no transaction is open (it
- *   failed before it did anything) and its client is destroyed on release, so the next one
- *   prepares the statements afresh.
+ *   and planned once per connection). One that went stale is run again unnamed when no
+ *   transaction is open (it failed before it did anything) and its client is destroyed on
+ *   release, so the next one prepares the statements afresh.
  */
 export function discardingBrokenClients(
   pool: Pool,

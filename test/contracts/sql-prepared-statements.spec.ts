@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { sql, type Kysely } from 'kysely';
 import { createSqlStores } from '../../src';
 import { openDatabase, type Database, type OpenDatabase } from '../../src/session-bridge';
@@ -87,4 +88,28 @@ describePg('SQL stores on PostgreSQL: prepared statements', () => {
     const [after] = await readAll(db, 's');
     expect(after).toMatchObject({ id: 'm1', extra: null, more: null });
   });
+
+  it.each([
+    ['26000', 'deallocate all'],
+    ['42P05', 'prepare agent_0 as select 1'],
+  ])(
+    'a statement the server lost or already names (SQLSTATE %s, as behind a pooler) runs again unnamed, and the pool stops naming with one warning',
+    async (code, before) => {
+      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+      try {
+        const db = await open();
+        if (code === '26000') await readAll(db, 's'); // prepared as agent_0, then lost
+        await sql.raw(before).execute(db);
+        expect(await readAll(db, 's')).toEqual([]);
+        for (let i = 0; i < 3; i++) await readAll(db, 's');
+        const names = await preparedNames(db);
+        expect(names).toEqual(code === '42P05' ? ['agent_0'] : []);
+        expect(warn).toHaveBeenCalledTimes(1);
+        expect(String(warn.mock.calls[0][0])).toContain(`SQLSTATE ${code}`);
+        expect(String(warn.mock.calls[0][0])).toContain('AGENT_DB_PREPARE=false');
+      } finally {
+        warn.mockRestore();
+      }
+    },
+  );
 });

@@ -5,7 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Pool, PoolConfig } from 'pg';
 import { AgentError, type WriteFencing } from '../../contracts';
 import { migrateToLatest } from './migrations';
-import { discardingBrokenClients, postgresTimeouts, StatementNames } from './postgres-pool';
+import { discardingBrokenClients, postgresTimeouts, warnedStatementNames } from './postgres-pool';
 import { SchemaScopedPostgresDialect } from './postgres-introspector';
 import type { Database, SqlDialect } from './schema';
 import { SqlSessionFences } from './sql-fences';
@@ -39,8 +39,9 @@ export interface SqlStoreOptions {
    * PostgreSQL: run each statement as a named prepared statement, parsed and planned once per
    * connection (the first 256 distinct statements; a third less of PostgreSQL's CPU per turn).
    * Set `false` behind a pooler that cannot keep them: PgBouncer in transaction mode before
-   * 1.21 or without `max_prepared_statements`, or a proxy that pins connections on them.
-   * Ignored for SQLite, whose statements are always prepared once. @default true
+   * 1.21 or without `max_prepared_statements`, or a proxy that pins connections on them. A
+   * pooler found losing them (SQLSTATE `26000`, `42P05`) turns them off for the pool with one
+   * warning. Ignored for SQLite, whose statements are always prepared once. @default true
    */
   prepare?: boolean;
 }
@@ -238,7 +239,7 @@ async function openPostgres(
       pool: discardingBrokenClients(
         pool,
         isServerError,
-        prepare ? new StatementNames() : undefined,
+        prepare ? warnedStatementNames() : undefined,
       ),
     }),
   });

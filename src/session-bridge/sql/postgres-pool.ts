@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import type { PostgresPool, PostgresPoolClient } from 'kysely';
 import type { Pool, PoolClient, PoolConfig } from 'pg';
 
@@ -28,11 +29,17 @@ export const MAX_PREPARED_STATEMENTS = 256;
  */
 export class StatementNames {
   private readonly names = new Map<string, string>();
+  private off = false;
 
-  constructor(private readonly max = MAX_PREPARED_STATEMENTS) {}
+  /** `onLost`: told once, with the SQLSTATE, when `lost` turns the naming off. */
+  constructor(
+    private readonly max = MAX_PREPARED_STATEMENTS,
+    private readonly onLost?: (code: string) => void,
+  ) {}
 
-  /** The name of `text`, or none when the cap is reached. */
+  /** The name of `text`, or none when the cap is reached or the naming is off. */
   nameOf(text: string): string | undefined {
+    if (this.off) return undefined;
     let name = this.names.get(text);
     if (name === undefined && this.names.size < this.max) {
       name = `agent_${this.names.size}`;
@@ -40,6 +47,37 @@ export class StatementNames {
     }
     return name;
   }
+
+  /**
+   * The server lost a prepared statement, or had one of the name already: a pooler between
+   * (PgBouncer in transaction mode before 1.21 or without `max_prepared_statements`) hands each
+   * transaction another server connection. From now on every statement of the pool runs unnamed.
+   */
+  lost(code: string): void {
+    if (this.off) return;
+    this.off = true;
+    this.onLost?.(code);
+  }
+}
+
+/** A pool's statement names; a pooler that loses them turns them off with one warning. */
+export function warnedStatementNames(): StatementNames {
+  return new StatementNames(MAX_PREPARED_STATEMENTS, (code) =>
+    new Logger('SqlStores').warn(
+      `PostgreSQL lost a prepared statement of the stores (SQLSTATE ${code}): a pooler between ` +
+        'them and the database does not keep prepared statements, so they now run unprepared. ' +
+        "Set AGENT_DB_PREPARE=false (or the stores' prepare: false) to start that way.",
+    ),
+  );
+}
+
+/**
+ * A named statement the server does not have (`26000`), or a name it has already (`42P05`):
+ * refused before it ran, as when a pooler switches server connections under the client.
+ */
+function isLostStatement(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '26000' || code === '42P05' ? code : undefined;
 }
 
 /**
@@ -63,7 +101,9 @@ function isStalePlan(error: unknown): boolean {
  * - with `names`, each statement with parameters runs as a named prepared statement (parsed
  *   and planned once per connection). One that went stale is run again unnamed when no
  *   transaction is open (it failed before it did anything) and its client is destroyed on
- *   release, so the next one prepares the statements afresh.
+ *   release, so the next one prepares the statements afresh. One the server lost (a pooler
+ *   between) is run again unnamed the same way, and the pool's statements run unnamed from
+ *   then on (`StatementNames.lost`).
  */
 export function discardingBrokenClients(
   pool: Pool,
@@ -92,8 +132,10 @@ function wrap(
     try {
       return await client.query({ name, text, values });
     } catch (error) {
-      if (!isStalePlan(error)) throw error;
-      stale = true;
+      const lost = isLostStatement(error);
+      if (lost) names!.lost(lost);
+      else if (isStalePlan(error)) stale = true;
+      else throw error;
       if (inTransaction) throw error;
       return client.query(text, values);
     }

@@ -132,4 +132,32 @@ describe('postgres pool', () => {
     ]);
     expect(released).toEqual([true]);
   });
+
+  it('a lost prepared statement turns naming off for the pool, telling onLost once; inside a transaction it fails, outside it runs again unnamed', async () => {
+    const lost = Object.assign(new ServerError('prepared statement does not exist'), {
+      code: '26000',
+    });
+    const { pool, released, sent } = fakePool([
+      { rows: [] },
+      lost,
+      { rows: [] },
+      { rows: [2] },
+      { rows: [3] },
+    ]);
+    const onLost = jest.fn();
+    const names = new StatementNames(256, onLost);
+    const client = await discardingBrokenClients(pool, isServerError, names).connect();
+
+    await client.query('begin', []);
+    await expect(client.query('select $1', [1])).rejects.toBe(lost);
+    await client.query('rollback', []);
+    await expect(client.query('select $1, $2', [1, 2])).resolves.toEqual({ rows: [2] });
+    await expect(client.query('select $1', [1])).resolves.toEqual({ rows: [3] });
+    client.release();
+
+    expect(sent).toEqual(['begin', 'agent_0: select $1', 'rollback', 'select $1, $2', 'select $1']);
+    expect(onLost).toHaveBeenCalledTimes(1);
+    expect(onLost).toHaveBeenCalledWith('26000');
+    expect(released).toEqual([false]);
+  });
 });

@@ -18,6 +18,7 @@ import {
   type AgentModuleOptions,
   type Settlement,
 } from '../../src';
+import { flag } from '../../src/app.env';
 import { HISTORY_LIMIT, LOOKUP_TOOL, ZeroLatencyProvider } from './zero-latency';
 
 /** Where an instance of distributed mode shares its sessions. */
@@ -58,7 +59,7 @@ export async function pgAgent(
   distribution?: DistributedSetting,
   provider: ZeroLatencyProvider = new ZeroLatencyProvider(),
 ): Promise<PgAgent> {
-  const prepare = process.env.AGENT_DB_PREPARE?.trim().toLowerCase() !== 'false';
+  const prepare = flag(process.env, 'AGENT_DB_PREPARE', true);
   const stores = await createSqlStores(dbUrl, {
     prepare,
     ...(distribution ? { fencing: new LeaseFencing() } : {}),

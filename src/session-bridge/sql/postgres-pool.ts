@@ -72,23 +72,16 @@ export function warnedStatementNames(): StatementNames {
 }
 
 /**
- * A named statement the server does not have (`26000`), or a name it has already (`42P05`):
- * refused before it ran, as when a pooler switches server connections under the client.
+ * SQLSTATEs of a named statement refused before it ran:
+ * - `26000` (the server does not have it) and `42P05` (the server has that name already): a
+ *   pooler switched server connections under the client (`StatementNames.lost`);
+ * - `0A000`: its result columns changed since it was prepared (a newer version's migration
+ *   altered a table under a running instance: `cached plan must not change result type`, on that
+ *   connection, every time). Told by the code alone (the message may be translated); another
+ *   `0A000` fails again when run unnamed.
  */
-function isLostStatement(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === '26000' || code === '42P05' ? code : undefined;
-}
-
-/**
- * A prepared statement whose result columns changed since it was prepared (a newer version's
- * migration altered a table under a running instance): PostgreSQL refuses it with
- * `0A000 cached plan must not change result type`, on that connection, every time. Told by the
- * code alone (the message may be translated); another `0A000` fails again when run unnamed.
- */
-function isStalePlan(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === '0A000';
-}
+const LOST_STATEMENT = new Set(['26000', '42P05']);
+const STALE_PLAN = '0A000';
 
 /**
  * `pool` as Kysely's `PostgresPool`, except that:
@@ -132,9 +125,9 @@ function wrap(
     try {
       return await client.query({ name, text, values });
     } catch (error) {
-      const lost = isLostStatement(error);
-      if (lost) names!.lost(lost);
-      else if (isStalePlan(error)) stale = true;
+      const code = (error as { code?: unknown } | null)?.code;
+      if (typeof code === 'string' && LOST_STATEMENT.has(code)) names!.lost(code);
+      else if (code === STALE_PLAN) stale = true;
       else throw error;
       if (inTransaction) throw error;
       return client.query(text, values);

@@ -154,14 +154,7 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
 
   async clear(sessionId?: string): Promise<void> {
     if (sessionId !== undefined) sessionId = normaliseText(sessionId);
-    return guarded('history', 'clear history', () =>
-      this.db.transaction().execute(async (trx) => {
-        let remove = trx.deleteFrom('messages');
-        if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
-        await remove.execute();
-        await dropEmptyCounts(trx, sessionId);
-      }),
-    );
+    return guarded('history', 'clear history', () => this.deleteMessages(sessionId));
   }
 
   async rollbackTurn(sessionId: string, turnId: string): Promise<number> {
@@ -187,12 +180,25 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
 
   async deleteSession(sessionId: string): Promise<void> {
     sessionId = normaliseText(sessionId);
-    return guarded('history', 'delete a session', () =>
-      this.db.transaction().execute(async (trx) => {
-        await trx.deleteFrom('messages').where('session_id', '=', sessionId).execute();
-        await dropEmptyCounts(trx, sessionId);
-      }),
-    );
+    return guarded('history', 'delete a session', () => this.deleteMessages(sessionId));
+  }
+
+  /**
+   * Deletes the messages of `sessionId` (of every session when unset) and, in the same
+   * transaction, the kept-count rows that left at zero, so deleted sessions leave no row behind
+   * (a missing row counts 0; a row an append raised meanwhile is not zero and stays).
+   */
+  private deleteMessages(sessionId: string | undefined): Promise<void> {
+    return this.db.transaction().execute(async (trx) => {
+      let messages = trx.deleteFrom('messages');
+      let counts = trx.deleteFrom('message_counts').where('n', '=', 0);
+      if (sessionId !== undefined) {
+        messages = messages.where('session_id', '=', sessionId);
+        counts = counts.where('session_id', '=', sessionId);
+      }
+      await messages.execute();
+      await counts.execute();
+    });
   }
 
   /** Strictly increasing ISO times (per instance), so creation order is also time order. */
@@ -200,17 +206,6 @@ export class SqlMessageLog implements HistoryStore, MessageArchive {
     this.lastTime = Math.max(Date.now(), this.lastTime + 1);
     return isoTime(this.lastTime);
   }
-}
-
-/**
- * Deletes the kept-count rows left at zero by a clear or a deletion (of `sessionId`, or of
- * every session), so deleted sessions leave no row behind; a missing row counts 0. A row an
- * append raised meanwhile is not zero and stays.
- */
-async function dropEmptyCounts(db: Kysely<Database>, sessionId?: string): Promise<void> {
-  let remove = db.deleteFrom('message_counts').where('n', '=', 0);
-  if (sessionId !== undefined) remove = remove.where('session_id', '=', sessionId);
-  await remove.execute();
 }
 
 /** A conversation message: no kind, or a kind that is not a control kind. */

@@ -67,13 +67,16 @@ describe('AnthropicProvider deadlines', () => {
   });
 
   it('does not count ping events as chunks', async () => {
+    // The idle window starts at the headers: a longer timeout than the other cases keeps a CI
+    // stall before them from reading as the 2x budget's stop, which pings that counted would cause.
+    const idle = 1000;
     const ping = event({ type: 'ping' });
-    fake.enqueue(openStream(ping, { everyMs: IDLE / 5, text: ping }));
+    fake.enqueue(openStream(ping, { everyMs: idle / 10, text: ping }));
 
-    const out = await collect(provider().stream(request()));
+    const out = await collect(provider({ idleTimeoutMs: idle }).stream(request()));
 
     expect(out.error).toMatchObject({ kind: 'disconnected' });
-    expect((out.error as Error).message).toContain('went silent for 0.1 s before answering');
+    expect((out.error as Error).message).toContain('went silent for 1 s before answering');
   });
 
   it('gives up between events as a silence mid-answer, keeping the text so far', async () => {

@@ -97,20 +97,25 @@ describe('OpenAiCompatibleProvider deadlines', () => {
   });
 
   it('gives up on headers followed by nothing', async () => {
+    // The idle window starts at the headers: a longer timeout keeps a CI stall before them from
+    // reading as the budget's stop (as in the keep-alive case below).
     fake.enqueue(openStream());
 
-    const out = await collect(provider().stream(request()));
+    const out = await collect(provider({ idleTimeoutMs: 1000 }).stream(request()));
 
-    expectSilent(out, 'went silent for 0.1 s before answering');
+    expectSilent(out, 'went silent for 1 s before answering');
   });
 
   it('does not count SSE keep-alive comments as chunks', async () => {
-    fake.enqueue(openStream(': ping\n\n', { everyMs: IDLE / 5, text: ': ping\n\n' }));
+    // Pings that counted would keep the idle timer from firing until the 2x budget ran out; an
+    // idle stop tells they did not.
+    const idle = 1000;
+    fake.enqueue(openStream(': ping\n\n', { everyMs: idle / 10, text: ': ping\n\n' }));
 
-    const out = await collect(provider().stream(request()));
+    const out = await collect(provider({ idleTimeoutMs: idle }).stream(request()));
 
-    expectSilent(out, 'went silent for 0.1 s before answering');
-    expect(out.elapsedMs).toBeLessThan(2 * IDLE);
+    expectSilent(out, 'went silent for 1 s before answering');
+    expect(out.elapsedMs).toBeLessThan(2 * idle);
   });
 
   it('gives up between chunks, keeping the text so far, as a silence mid-answer', async () => {

@@ -92,17 +92,22 @@ describe('AnthropicProvider deadlines', () => {
   });
 
   it('shares one budget of 2x the idle timeout among the attempts before the first token', async () => {
+    // A 1 s idle timeout, so that a CI stall of a tenth of a second cannot move the first
+    // attempt's end past the budget's and leave one attempt instead of two.
+    const idle = 1000;
     fake.enqueue(...Array.from({ length: 10 }, () => hangBeforeHeaders));
 
     const out = await collect(
-      provider({ maxRetries: 9, baseDelayMs: 1, random: () => 0 }).stream(request()),
+      provider({ idleTimeoutMs: idle, maxRetries: 9, baseDelayMs: 1, random: () => 0 }).stream(
+        request(),
+      ),
     );
 
-    // The time said is the time spent: the 0.2 s budget, and on a loaded machine a little more.
+    // The time said is the time spent: the 2 s budget, and on a loaded machine a little more.
     expect((out.error as Error).message).toMatch(
-      /went silent before answering \(no token within 0\.2\d? s over 2 attempts\)/,
+      /went silent before answering \(no token within 2(\.\d)? s over 2 attempts\)/,
     );
-    expect(out.elapsedMs).toBeLessThan(3 * IDLE);
+    expect(out.elapsedMs).toBeLessThan(3 * idle);
   });
 
   it("takes the request's idleTimeoutMs over the provider's", async () => {

@@ -197,16 +197,18 @@ describeRedis('SessionLeases on Redis', () => {
   });
 
   it('renewAll keeps a lease alive past leaseMs', async () => {
-    const a = instance('a', { leaseMs: 200 }).leases;
+    // A lease of 1 s renewed every 0.1 s: a CI stall of a few tenths of a second between two
+    // renewals must not let it run out (a 0.2 s lease could).
+    const a = instance('a', { leaseMs: 1000 }).leases;
     await a.acquire('s1');
-    const until = Date.now() + 700; // past leaseMs: time passing is the point
+    const until = Date.now() + 1500; // past leaseMs: time passing is the point
     while (Date.now() < until) {
       expect(await a.renewAll()).toEqual([]);
-      await pause(50);
+      await pause(100);
     }
     const holder = await a.holder('s1');
     expect(holder).toMatchObject({ instanceId: 'a' });
-    expect(holder!.ttlMs).toBeGreaterThan(100);
+    expect(holder!.ttlMs).toBeGreaterThan(500);
   });
 
   it('one renewAll call renews 100 leases, in one script call', async () => {
@@ -307,10 +309,12 @@ describeRedis('SessionLeases on Redis', () => {
   });
 
   it('the renewal timer keeps a lease alive, and after stop() it expires', async () => {
-    const a = instance('a', { leaseMs: 200 }).leases;
+    // A 1 s lease (renewed every third of it): a CI stall of a few tenths of a second between
+    // two renewals must not let it run out (a 0.2 s lease could).
+    const a = instance('a', { leaseMs: 1000 }).leases;
     await a.acquire('s1');
     a.start();
-    await pause(700); // three leases' time: time passing is the point
+    await pause(2500); // two and a half leases' time: time passing is the point
     expect(await a.holder('s1')).toMatchObject({ instanceId: 'a' });
     a.stop();
     await untilFree(a, 's1');

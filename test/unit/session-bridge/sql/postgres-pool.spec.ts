@@ -54,6 +54,28 @@ describe('postgres pool', () => {
     expect(released).toEqual([true]);
   });
 
+  it('a pooled client comes back as the same wrapper (one Kysely connection object each); a destroyed one as a new, healthy wrapper', async () => {
+    const timeout = new Error('Query read timeout');
+    const { pool, released, sent } = fakePool([{ rows: [1] }, timeout, { rows: [2] }]);
+    const wrapped = discardingBrokenClients(pool, isServerError);
+
+    const first = await wrapped.connect();
+    await expect(first.query('select 1', [])).resolves.toEqual({ rows: [1] });
+    first.release();
+    const again = await wrapped.connect();
+    expect(again).toBe(first);
+    await expect(again.query('select 2', [])).rejects.toBe(timeout);
+    again.release();
+    // The fake pool hands out the destroyed client object again: its state is not carried over.
+    const fresh = await wrapped.connect();
+    expect(fresh).not.toBe(first);
+    await expect(fresh.query('select 3', [])).resolves.toEqual({ rows: [2] });
+    fresh.release();
+
+    expect(sent).toEqual(['select 1', 'select 2', 'select 3']);
+    expect(released).toEqual([false, true, false]);
+  });
+
   it('a server error leaves the client healthy: it goes back to the pool', async () => {
     const { pool, released } = fakePool([new ServerError('undefined_table'), { rows: [1] }]);
     const client = await discardingBrokenClients(pool, isServerError).connect();

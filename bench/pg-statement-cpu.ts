@@ -8,14 +8,13 @@
  *
  * Run: node -r @swc-node/register bench/pg-statement-cpu.ts count|gen
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { createSqlStores } from '../src';
 import { tempPgSchema } from '../test/contracts/sql-test-db';
 
 const CALLERS = 16;
 const WARM_UP_MS = 1_000;
 const WINDOW_MS = 4_000;
-
-const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(kind: 'count' | 'gen'): Promise<void> {
   const db = await tempPgSchema();

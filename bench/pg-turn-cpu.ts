@@ -11,6 +11,7 @@
  * (`AGENT_DB_PREPARE=false`: the statements unprepared, as before they were prepared.)
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { createSqlStores } from '../src';
 import { tempPgSchema } from '../test/contracts/sql-test-db';
 import { deletePrefix, REDIS_URL, testPrefix } from '../test/support/redis-test';
@@ -26,8 +27,6 @@ function machineTicks(): number[] {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
   return line.trim().split(/\s+/).slice(1).map(Number);
 }
-
-const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(mode: string): Promise<void> {
   const db = await tempPgSchema();
